@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// Human limits (rate per second, burst, unit) turned into the shared core's
+// precomputed form. This is the only place that divides: it validates against
+// the maxima in abi.h and precomputes fill times, split shares and lease
+// sizes, so the fast path can trust what it gets.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "result.h"
+#include "sluice/abi.h"
+
+namespace sluice {
+
+enum class Unit : uint8_t { packets = SLUICE_UNIT_PACKETS, bytes = SLUICE_UNIT_BYTES };
+enum class Accuracy : uint8_t { split = SLUICE_ACCURACY_SPLIT, lease = SLUICE_ACCURACY_LEASE };
+
+// Largest frame charged in byte mode unless the policy says otherwise: a
+// jumbo frame with two VLAN tags.
+inline constexpr uint32_t kDefaultMaxFrameBytes = 9216;
+// A CPU's unspent lease goes back to the shared bucket after this long.
+inline constexpr uint64_t kDefaultLeaseTtlNs = 10'000'000;  // 10 ms
+inline constexpr uint64_t kMaxLeaseTtlNs = 1'000'000'000;   // 1 s
+// Default lease size: the N CPUs together may hold at most burst/8 in leases.
+inline constexpr uint64_t kLeaseBurstDivisor = 8;
+
+struct HumanLimit {
+    uint64_t rate_per_s = 0;  // units (packets or bytes) per second
+    uint64_t burst = 0;       // units
+    Unit unit = Unit::packets;
+};
+
+struct LevelSettings {
+    HumanLimit limit;
+    Accuracy accuracy = Accuracy::lease;
+    uint32_t cpus = 1;                                // possible CPUs (N)
+    uint32_t max_frame_bytes = kDefaultMaxFrameBytes;  // largest cost in byte mode
+    uint64_t lease = 0;                               // units per lease; 0 picks the default
+    uint64_t lease_ttl_ns = kDefaultLeaseTtlNs;
+};
+
+// The largest cost one packet can be charged at this level, in units.
+uint64_t max_cost_units(Unit unit, uint32_t max_frame_bytes);
+
+// Validate and precompute one bucket. `field` names the setting in errors,
+// e.g. "class \"web\".per_source".
+Result<sluice_limit> compile_limit(const HumanLimit& limit, uint64_t max_cost, std::string_view field);
+
+// Validate and precompute one level (source, class aggregate or global).
+Result<sluice_level_limit> compile_level(const LevelSettings& settings, std::string_view field);
+
+// Lease mode: the most a level can admit above burst + rate*T is N*L. This is
+// that excess as a fraction of burst, for reports.
+double lease_excess_fraction(const sluice_level_limit& level, uint32_t cpus);
+
+}  // namespace sluice

@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Every structure that crosses between user space and the kernel (or the DPDK
+ * workers), in one place. Included by the BPF object, the DPDK workers, the
+ * control library and the tests: nothing here may depend on either side.
+ *
+ * Rules: fixed-width types only, explicit padding, every multi-byte field in
+ * host byte order unless its comment says "network order", and a static check
+ * on the size and the key offsets of every struct.
+ */
+#ifndef SLUICE_ABI_H
+#define SLUICE_ABI_H
+
+#include <linux/types.h>
+#include <linux/bpf.h> /* struct bpf_spin_lock: the verifier finds it by name in BTF */
+
+#ifdef __cplusplus
+#define SLUICE_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define SLUICE_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
+#define SLUICE_INLINE static inline __attribute__((always_inline))
+
+/* Fixed-count loops are unrolled: the verifier then sees straight-line code. */
+#if defined(__clang__)
+#define SLUICE_UNROLL _Pragma("unroll")
+#else
+#define SLUICE_UNROLL _Pragma("GCC unroll 16")
+#endif
+
+/* Bumped on any change to a struct below: a daemon refuses pinned maps whose
+ * ABI version differs instead of reinterpreting them. */
+#define SLUICE_ABI_VERSION 1
+
+/* ---- units and limits ------------------------------------------------------
+ * Tokens are kept in nano-units: one packet (or one byte) is 10^9 nano-units,
+ * so a rate of R units per second refills exactly R nano-units per ns and the
+ * fast path never divides. The maxima keep every product inside 64 bits:
+ * tokens + refill <= 2 * BURST_MAX * 10^9 + RATE_MAX < 2^64. */
+#define SLUICE_NANO 1000000000ULL
+#define SLUICE_RATE_MAX 100000000000ULL /* 10^11 units/s: 800 Gbit/s in bytes */
+#define SLUICE_BURST_MAX 4000000000ULL  /* 4 * 10^9 units */
+#define SLUICE_COST_MAX 65535U          /* largest frame charged in byte mode */
+
+SLUICE_STATIC_ASSERT(SLUICE_BURST_MAX * SLUICE_NANO <= (0xffffffffffffffffULL - SLUICE_RATE_MAX) / 2,
+                     "tokens plus a full refill must fit in 64 bits");
+
+/* ---- outcomes: one list, expanded for BPF, C++, CLI and metrics -------------
+ * X(ID, label, help). The label is the metric/CLI spelling; never reorder:
+ * the position is the counter index in pinned maps. */
+#define SLUICE_VERDICT_LIST(X)                                                 \
+	X(PASS, "pass", "packet handed to the kernel stack")                   \
+	X(DROP, "drop", "packet dropped at the driver")
+
+#define SLUICE_REASON_LIST(X)                                                  \
+	X(ADMITTED, "admitted", "within every configured limit")               \
+	X(ALLOWED, "allowed", "class action is pass: no limit applies")        \
+	X(SOURCE, "source", "per-source bucket was empty")                     \
+	X(CLASS, "class", "class aggregate bucket was empty")                  \
+	X(GLOBAL, "global", "global ceiling bucket was empty")                 \
+	X(DENY, "deny", "class action is drop")                                \
+	X(TABLE_FULL, "table_full", "source state could not be created")       \
+	X(NON_IP, "non_ip", "frame is neither IPv4 nor IPv6")                  \
+	X(MALFORMED, "malformed", "truncated or invalid header")
+
+enum sluice_verdict {
+#define SLUICE_X(id, label, help) SLUICE_VERDICT_##id,
+	SLUICE_VERDICT_LIST(SLUICE_X)
+#undef SLUICE_X
+	SLUICE_VERDICT_COUNT
+};
+
+enum sluice_reason {
+#define SLUICE_X(id, label, help) SLUICE_REASON_##id,
+	SLUICE_REASON_LIST(SLUICE_X)
+#undef SLUICE_X
+	SLUICE_REASON_COUNT
+};
+
+/* The levels a limited packet passes, in the order they are checked. */
+enum sluice_level {
+	SLUICE_LEVEL_SOURCE = 0,
+	SLUICE_LEVEL_CLASS = 1,
+	SLUICE_LEVEL_GLOBAL = 2,
+	SLUICE_LEVEL_COUNT = 3,
+	SLUICE_LEVEL_NONE = 0xff, /* no level refused */
+};
+
+enum sluice_unit {
+	SLUICE_UNIT_PACKETS = 0, /* every frame costs 1 */
+	SLUICE_UNIT_BYTES = 1,   /* a frame costs its length on the wire */
+};
+
+enum sluice_accuracy {
+	SLUICE_ACCURACY_SPLIT = 0, /* each CPU owns rate/N and burst/N */
+	SLUICE_ACCURACY_LEASE = 1, /* shared bucket, CPUs spend leased tokens */
+};
+
+enum sluice_action {
+	SLUICE_ACTION_LIMIT = 0,
+	SLUICE_ACTION_PASS = 1,
+	SLUICE_ACTION_DROP = 2,
+};
+
+/* ---- bucket state ----------------------------------------------------------
+ * The precomputed form of one human limit. Only the control plane builds it
+ * (control/rate_limits.h), after validating against the maxima above. */
+struct sluice_limit {
+	__u64 rate_per_s; /* refill, units per second == nano-units per ns */
+	__u64 burst_nano; /* capacity, burst * 10^9 */
+	__u64 fill_ns;    /* ceil(burst_nano / rate_per_s): empty-to-full time,
+	                   * caps elapsed so elapsed * rate cannot overflow */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_limit) == 24, "sluice_limit layout");
+
+/* Everything one level (source, class or global) needs to decide. */
+struct sluice_level_limit {
+	struct sluice_limit full;  /* the level's limit; lease mode refills the shared bucket with it */
+	struct sluice_limit share; /* split mode: this CPU's share, rate/N and burst/N */
+	__u64 lease_nano;          /* lease mode: tokens a CPU takes at once (L) */
+	__u64 lease_ttl_ns;        /* lease mode: unspent leased tokens go back after this */
+	__u8 enabled;              /* 0: this level does not limit */
+	__u8 unit;                 /* enum sluice_unit */
+	__u8 accuracy;             /* enum sluice_accuracy */
+	__u8 _pad[5];
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_level_limit) == 72, "sluice_level_limit layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_level_limit, lease_nano) == 48,
+                     "sluice_level_limit.lease_nano offset");
+
+/* One CPU's state for one level. Split mode: a token bucket and the time it
+ * was last refilled. Lease mode: the unspent part of a lease and the time it
+ * expires. Sharing the layout means a policy that switches accuracy reuses the
+ * entry safely: a stale split bucket reads as an expired lease (its tokens go
+ * back, clamped to burst) and a lease reads as a bucket (clamped to burst/N). */
+struct sluice_cpu_bucket {
+	__u64 tokens_nano;
+	__u64 stamp_ns; /* split: last refill; lease: expiry */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_cpu_bucket) == 16, "sluice_cpu_bucket layout");
+
+/* The shared bucket behind the per-CPU leases. Only touched under `lock`. */
+struct sluice_shared_bucket {
+	struct bpf_spin_lock lock;
+	__u32 _pad;
+	__u64 tokens_nano;
+	__u64 last_ns; /* last refill */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_shared_bucket) == 24, "sluice_shared_bucket layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_shared_bucket, tokens_nano) == 8,
+                     "sluice_shared_bucket.tokens_nano offset");
+
+/* ---- keys ------------------------------------------------------------------ */
+#define SLUICE_FAMILY_IPV4 4
+#define SLUICE_FAMILY_IPV6 6
+
+/* Source-level key: a source prefix within a class. Bits past the class's
+ * prefix length are zero, so every address of a /64 maps to one key. */
+struct sluice_source_key {
+	__u32 class_id;
+	__u8 family; /* SLUICE_FAMILY_* */
+	__u8 _pad[3];
+	__u8 addr[16]; /* network order; IPv4 in the first 4 bytes */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_source_key) == 24, "sluice_source_key layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_source_key, addr) == 8,
+                     "sluice_source_key.addr offset");
+
+/* LPM trie keys for classification: prefixlen first, as the kernel requires. */
+struct sluice_lpm_v4_key {
+	__u32 prefixlen;
+	__u8 addr[4]; /* network order */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_lpm_v4_key) == 8, "sluice_lpm_v4_key layout");
+
+struct sluice_lpm_v6_key {
+	__u32 prefixlen;
+	__u8 addr[16]; /* network order */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_lpm_v6_key) == 20, "sluice_lpm_v6_key layout");
+
+/* ---- policy ----------------------------------------------------------------
+ * A policy version occupies one of two slots; packets read the active slot
+ * index once, so one decision never mixes two versions. */
+#define SLUICE_POLICY_SLOTS 2
+#define SLUICE_MAX_CLASSES 256 /* class id 0 is reserved for "not classified" */
+#define SLUICE_CLASS_UNCLASSIFIED 0
+
+struct sluice_class_entry {
+	struct sluice_level_limit per_source;
+	struct sluice_level_limit aggregate;
+	__u32 class_id;
+	__u8 action;        /* enum sluice_action */
+	__u8 table_full_verdict; /* enum sluice_verdict when source state cannot be created */
+	__u8 prefix_v4;     /* source aggregation: 1..32, default 32 */
+	__u8 prefix_v6;     /* source aggregation: 1..128, default 64 */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 152, "sluice_class_entry layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, class_id) == 144,
+                     "sluice_class_entry.class_id offset");
+
+struct sluice_policy_header {
+	__u64 version;                /* the daemon's policy version, only grows */
+	struct sluice_level_limit global; /* the host-wide ceiling */
+	__u32 default_class_id;       /* class for sources no prefix matches */
+	__u8 non_ip_verdict;          /* enum sluice_verdict */
+	__u8 malformed_verdict;       /* enum sluice_verdict */
+	__u8 _pad[2];
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_policy_header) == 88, "sluice_policy_header layout");
+
+/* ---- counters and events ---------------------------------------------------- */
+struct sluice_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_counter) == 16, "sluice_counter layout");
+
+#define SLUICE_COUNTERS_PER_CLASS ((__u32)SLUICE_VERDICT_COUNT * (__u32)SLUICE_REASON_COUNT)
+#define SLUICE_COUNTER_SLOTS (SLUICE_MAX_CLASSES * SLUICE_COUNTERS_PER_CLASS)
+
+SLUICE_INLINE __u32 sluice_counter_index(__u32 class_id, __u32 verdict, __u32 reason)
+{
+	return (class_id * (__u32)SLUICE_VERDICT_COUNT + verdict) * (__u32)SLUICE_REASON_COUNT + reason;
+}
+
+/* A sampled drop, sent on a ring buffer for hot-source detection. */
+struct sluice_drop_event {
+	__u64 time_ns;
+	struct sluice_source_key source;
+	__u32 frame_len;
+	__u8 reason; /* enum sluice_reason */
+	__u8 _pad[3];
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_drop_event) == 40, "sluice_drop_event layout");
+
+/* ---- names ------------------------------------------------------------------ */
+SLUICE_INLINE const char *sluice_verdict_name(__u32 verdict)
+{
+	switch (verdict) {
+#define SLUICE_X(id, label, help)                                              \
+	case SLUICE_VERDICT_##id:                                              \
+		return label;
+		SLUICE_VERDICT_LIST(SLUICE_X)
+#undef SLUICE_X
+	}
+	return "unknown";
+}
+
+SLUICE_INLINE const char *sluice_reason_name(__u32 reason)
+{
+	switch (reason) {
+#define SLUICE_X(id, label, help)                                              \
+	case SLUICE_REASON_##id:                                               \
+		return label;
+		SLUICE_REASON_LIST(SLUICE_X)
+#undef SLUICE_X
+	}
+	return "unknown";
+}
+
+#endif /* SLUICE_ABI_H */

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Sluice needs to build and test, and only those
+# that are missing. Safe to run again: a second run installs nothing.
+set -euo pipefail
+
+packages=(
+  # build
+  meson ninja-build pkg-config g++ gcc python3
+  # BPF: compiler, libbpf, skeleton generator, kernel UAPI headers
+  clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev linux-libc-dev
+  # libraries
+  libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+if [[ $EUID -ne 0 ]]; then
+  echo "install-deps: missing packages: ${missing[*]}" >&2
+  echo "install-deps: run as root (or: sudo apt-get install ${missing[*]})" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# A fresh machine has no package lists, and old lists may name versions the
+# archive no longer serves: refresh when there are none or the install fails.
+if ! compgen -G '/var/lib/apt/lists/*_Packages' >/dev/null; then
+  apt-get update
+fi
+if ! apt-get install -y --no-install-recommends "${missing[@]}"; then
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+fi
