@@ -29,44 +29,48 @@ sluice_level_limit level(uint64_t rate, uint64_t burst, Accuracy accuracy) {
     return compiled.value();
 }
 
-// Limits a sender at one packet per ns half meets, so both verdicts occur.
-struct Limits {
+// One CPU's three levels. The source admits 500M packets/s of a sender
+// offering one per ns (split mode: this CPU's half of it), so both verdicts
+// occur; class and global are wide open. Source state can be swapped per
+// packet to model many sources.
+struct Levels {
     sluice_level_limit source, aggregate, global;
-    explicit Limits(Accuracy a)
+    sluice_cpu_bucket cpu[SLUICE_LEVEL_COUNT]{};
+    sluice_shared_bucket shared[SLUICE_LEVEL_COUNT]{};
+    sluice_level_ref refs[SLUICE_LEVEL_COUNT];
+
+    explicit Levels(Accuracy a)
         : source(level(500'000'000, 1000, a)),
           aggregate(level(100'000'000'000, 1'000'000, a)),
-          global(level(100'000'000'000, 1'000'000, a)) {}
+          global(level(100'000'000'000, 1'000'000, a)),
+          refs{{&source, &cpu[0], &shared[0]}, {&aggregate, &cpu[1], &shared[1]}, {&global, &cpu[2], &shared[2]}} {}
 };
 
-Accuracy accuracy_arg(const benchmark::State& state) {
-    return state.range(0) == 0 ? Accuracy::split : Accuracy::lease;
+// Argument 0 selects the accuracy mode; the label says which.
+Accuracy accuracy_arg(benchmark::State& state) {
+    const Accuracy accuracy = state.range(0) == 0 ? Accuracy::split : Accuracy::lease;
+    state.SetLabel(accuracy == Accuracy::split ? "split" : "lease");
+    return accuracy;
 }
 
 void BM_DecideHotSource(benchmark::State& state) {
-    const Limits limits(accuracy_arg(state));
-    sluice_cpu_bucket cpu[3]{};
-    sluice_shared_bucket shared[3]{};
-    sluice_level_ref refs[3] = {{&limits.source, &cpu[0], &shared[0]},
-                                {&limits.aggregate, &cpu[1], &shared[1]},
-                                {&limits.global, &cpu[2], &shared[2]}};
+    Levels levels(accuracy_arg(state));
     uint64_t now = 1'000'000'000'000;
     uint64_t passed = 0;
     for (auto _ : state) {
-        passed += sluice_decide(refs, 64, ++now).verdict == SLUICE_VERDICT_PASS;
+        passed += sluice_decide(levels.refs, 64, ++now).verdict == SLUICE_VERDICT_PASS;
     }
     benchmark::DoNotOptimize(passed);
     state.SetItemsProcessed(state.iterations());
     state.counters["pass_ratio"] = static_cast<double>(passed) / static_cast<double>(state.iterations());
 }
-BENCHMARK(BM_DecideHotSource)->ArgName("lease")->Arg(0)->Arg(1);
+BENCHMARK(BM_DecideHotSource)->ArgName("mode")->Arg(0)->Arg(1);
 
 void BM_DecideManySources(benchmark::State& state) {
-    const Limits limits(accuracy_arg(state));
+    Levels levels(accuracy_arg(state));
     const size_t sources = static_cast<size_t>(state.range(1));
     std::vector<sluice_cpu_bucket> source_cpu(sources);
     std::vector<sluice_shared_bucket> source_shared(sources);
-    sluice_cpu_bucket cpu[2]{};
-    sluice_shared_bucket shared[2]{};
     // A precomputed random visiting order: the cost of reaching cold state,
     // not of the random generator.
     std::vector<uint32_t> order(1 << 20);
@@ -77,18 +81,17 @@ void BM_DecideManySources(benchmark::State& state) {
     size_t i = 0;
     for (auto _ : state) {
         const uint32_t s = order[i++ & (order.size() - 1)];
-        sluice_level_ref refs[3] = {{&limits.source, &source_cpu[s], &source_shared[s]},
-                                    {&limits.aggregate, &cpu[0], &shared[0]},
-                                    {&limits.global, &cpu[1], &shared[1]}};
-        benchmark::DoNotOptimize(sluice_decide(refs, 64, ++now));
+        levels.refs[SLUICE_LEVEL_SOURCE].cpu = &source_cpu[s];
+        levels.refs[SLUICE_LEVEL_SOURCE].shared = &source_shared[s];
+        benchmark::DoNotOptimize(sluice_decide(levels.refs, 64, ++now));
     }
     state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_DecideManySources)->ArgNames({"lease", "sources"})->ArgsProduct({{0, 1}, {65536, 1 << 20}});
+BENCHMARK(BM_DecideManySources)->ArgNames({"mode", "sources"})->ArgsProduct({{0, 1}, {65536, 1 << 20}});
 
 // parse -> source key -> decide on a 64-byte IPv4/UDP frame.
 void BM_ParseKeyDecide(benchmark::State& state) {
-    const Limits limits(Accuracy::lease);
+    Levels levels(Accuracy::lease);
     uint8_t frame[64] = {0};
     frame[12] = 0x08;  // EtherType IPv4
     frame[14] = 0x45;  // version 4, IHL 5
@@ -99,11 +102,6 @@ void BM_ParseKeyDecide(benchmark::State& state) {
     cls.class_id = 1;
     cls.prefix_v4 = 32;
     cls.prefix_v6 = 64;
-    sluice_cpu_bucket cpu[3]{};
-    sluice_shared_bucket shared[3]{};
-    sluice_level_ref refs[3] = {{&limits.source, &cpu[0], &shared[0]},
-                                {&limits.aggregate, &cpu[1], &shared[1]},
-                                {&limits.global, &cpu[2], &shared[2]}};
     uint64_t now = 1'000'000'000'000;
     for (auto _ : state) {
         sluice_packet pkt;
@@ -112,7 +110,7 @@ void BM_ParseKeyDecide(benchmark::State& state) {
             std::abort();
         sluice_source_key_make(&key, &pkt, &cls);
         benchmark::DoNotOptimize(key);
-        benchmark::DoNotOptimize(sluice_decide(refs, pkt.frame_len, ++now));
+        benchmark::DoNotOptimize(sluice_decide(levels.refs, pkt.frame_len, ++now));
     }
     state.SetItemsProcessed(state.iterations());
 }

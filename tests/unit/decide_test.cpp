@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core_support.h"
+#include "labels.h"
 
 namespace sluice::test {
 namespace {
@@ -150,8 +151,8 @@ TEST(Decide, UnparsedFramesGetTheConfiguredVerdict) {
     EXPECT_EQ(d.reason, SLUICE_REASON_NON_IP);
     for (uint8_t status = SLUICE_PARSE_NON_IP + 1; status < SLUICE_PARSE_STATUS_COUNT; status++) {
         d = sluice_decide_unparsed(&policy, status);
-        EXPECT_EQ(d.verdict, SLUICE_VERDICT_DROP) << sluice_parse_status_name(status);
-        EXPECT_EQ(d.reason, SLUICE_REASON_MALFORMED) << sluice_parse_status_name(status);
+        EXPECT_EQ(d.verdict, SLUICE_VERDICT_DROP) << parse_status_label(status);
+        EXPECT_EQ(d.reason, SLUICE_REASON_MALFORMED) << parse_status_label(status);
     }
 }
 
@@ -243,11 +244,11 @@ TEST(Abi, CounterIndexCoversEveryClassVerdictReasonOnce) {
 TEST(Abi, EveryVerdictAndReasonHasADistinctName) {
     std::set<std::string> names;
     for (uint32_t r = 0; r < SLUICE_REASON_COUNT; r++)
-        names.insert(sluice_reason_name(r));
+        names.insert(std::string(reason_label(r)));
     EXPECT_EQ(names.size(), static_cast<size_t>(SLUICE_REASON_COUNT));
     EXPECT_EQ(names.count("unknown"), 0u);
-    EXPECT_STREQ(sluice_verdict_name(SLUICE_VERDICT_PASS), "pass");
-    EXPECT_STREQ(sluice_verdict_name(SLUICE_VERDICT_DROP), "drop");
+    EXPECT_EQ(verdict_label(SLUICE_VERDICT_PASS), "pass");
+    EXPECT_EQ(verdict_label(SLUICE_VERDICT_DROP), "drop");
 }
 
 }  // namespace

@@ -28,6 +28,17 @@ struct Cluster {
     }
 };
 
+sluice_level_limit lease_level(uint64_t rate, uint64_t burst, uint32_t cpus, uint64_t lease = 0,
+                               uint64_t lease_ttl_ns = kDefaultLeaseTtlNs) {
+    LevelSettings settings;
+    settings.limit = {rate, burst, Unit::packets};
+    settings.accuracy = Accuracy::lease;
+    settings.cpus = cpus;
+    settings.lease = lease;
+    settings.lease_ttl_ns = lease_ttl_ns;
+    return level_or_die(settings);
+}
+
 class LeaseCpus : public ::testing::TestWithParam<uint32_t> {};
 
 TEST_P(LeaseCpus, AdmittedStaysWithinBurstPlusRateTPlusNTimesLease) {
@@ -62,13 +73,7 @@ TEST_P(LeaseCpus, TokensAreConservedThroughLeasesSpendsAndExpiry) {
     // 1 unit/s refills 1 nano-unit per ns, so refill is exactly the shared
     // bucket's elapsed time; a burst far above what moves keeps returns
     // from ever clamping.
-    LevelSettings settings;
-    settings.limit = {1, 1'000'000, Unit::packets};
-    settings.accuracy = Accuracy::lease;
-    settings.cpus = n;
-    settings.lease = 100;
-    settings.lease_ttl_ns = 50;
-    Cluster c(level_or_die(settings), n);
+    Cluster c(lease_level(1, 1'000'000, n, 100, 50), n);
     std::mt19937_64 rng(n * 31);
     std::uniform_int_distribution<uint32_t> pick_cpu(0, n - 1);
     std::uniform_int_distribution<uint64_t> step(0, 20);
@@ -98,12 +103,7 @@ TEST_P(LeaseCpus, TokensAreConservedThroughLeasesSpendsAndExpiry) {
 INSTANTIATE_TEST_SUITE_P(Cpus, LeaseCpus, ::testing::Values(1u, 2u, 4u, 16u, 64u));
 
 TEST(Lease, SecondCpuTakesFromTheSameSharedBucket) {
-    LevelSettings settings;
-    settings.limit = {1, 10, Unit::packets};
-    settings.accuracy = Accuracy::lease;
-    settings.cpus = 2;
-    settings.lease = 3;
-    Cluster c(level_or_die(settings), 2);
+    Cluster c(lease_level(1, 10, 2, 3), 2);
     int admitted = 0;
     for (int i = 0; i < 20; i++)
         admitted += c.offer(i % 2, 64, kT0).verdict == SLUICE_VERDICT_PASS;
@@ -112,12 +112,7 @@ TEST(Lease, SecondCpuTakesFromTheSameSharedBucket) {
 }
 
 TEST(Lease, RefusedShortfallMovesNothing) {
-    LevelSettings settings;
-    settings.limit = {1, 10, Unit::packets};
-    settings.accuracy = Accuracy::lease;
-    settings.cpus = 2;
-    settings.lease = 4;
-    Cluster c(level_or_die(settings), 2);
+    Cluster c(lease_level(1, 10, 2, 4), 2);
     for (int i = 0; i < 4; i++)
         ASSERT_EQ(c.offer(0, 64, kT0).verdict, SLUICE_VERDICT_PASS);  // cpu0 spent its lease
     for (int i = 0; i < 6; i++)
@@ -129,13 +124,7 @@ TEST(Lease, RefusedShortfallMovesNothing) {
 }
 
 TEST(Lease, ExpiredLeaseIsNotSpentAndGoesBack) {
-    LevelSettings settings;
-    settings.limit = {1, 100, Unit::packets};
-    settings.accuracy = Accuracy::lease;
-    settings.cpus = 1;
-    settings.lease = 10;
-    settings.lease_ttl_ns = 1'000;
-    Cluster c(level_or_die(settings), 1);
+    Cluster c(lease_level(1, 100, 1, 10, 1'000), 1);
     ASSERT_EQ(c.offer(0, 64, kT0).verdict, SLUICE_VERDICT_PASS);
     EXPECT_EQ(c.cpus[0].tokens_nano, 9 * SLUICE_NANO);
     EXPECT_EQ(c.shared.tokens_nano, 90 * SLUICE_NANO);
@@ -146,11 +135,7 @@ TEST(Lease, ExpiredLeaseIsNotSpentAndGoesBack) {
 }
 
 TEST(Lease, ClockRegressionNeitherMintsNorExpires) {
-    LevelSettings settings;
-    settings.limit = {1'000, 10, Unit::packets};
-    settings.accuracy = Accuracy::lease;
-    settings.lease = 2;
-    Cluster c(level_or_die(settings), 1);
+    Cluster c(lease_level(1'000, 10, 1, 2), 1);
     for (int i = 0; i < 10; i++)
         ASSERT_EQ(c.offer(0, 64, kT0 + 10 * kSecond).verdict, SLUICE_VERDICT_PASS);
     EXPECT_EQ(c.offer(0, 64, kT0).verdict, SLUICE_VERDICT_DROP);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/packet_builder.h"
+#include "labels.h"
 
 namespace sluice::test {
 namespace {
@@ -51,7 +52,7 @@ Addr src_of(const sluice_packet& pkt) {
 
 // A well-formed IP packet: family and source set.
 void check_ok(const Parsed& p, uint8_t family, uint8_t vlan_depth, uint32_t frame_len, const char* src) {
-    EXPECT_EQ(p.ret, SLUICE_PARSE_OK) << sluice_parse_status_name(p.ret);
+    EXPECT_EQ(p.ret, SLUICE_PARSE_OK) << parse_status_label(p.ret);
     EXPECT_EQ(p.pkt.status, SLUICE_PARSE_OK);
     EXPECT_EQ(p.pkt.family, family);
     EXPECT_EQ(p.pkt.vlan_depth, vlan_depth);
@@ -62,8 +63,8 @@ void check_ok(const Parsed& p, uint8_t family, uint8_t vlan_depth, uint32_t fram
 
 // Anything else: no family, no source.
 void check_status(const Parsed& p, uint8_t status, uint8_t vlan_depth, uint32_t frame_len) {
-    EXPECT_EQ(p.ret, status) << "got " << sluice_parse_status_name(p.ret) << ", want "
-                             << sluice_parse_status_name(status);
+    EXPECT_EQ(p.ret, status) << "got " << parse_status_label(p.ret) << ", want "
+                             << parse_status_label(status);
     EXPECT_EQ(p.pkt.status, status);
     EXPECT_EQ(p.pkt.family, 0);
     EXPECT_EQ(p.pkt.vlan_depth, vlan_depth);
@@ -451,7 +452,7 @@ TEST(ParseTruncation, RandomFramesStayInBounds) {
     }
     // The steering reaches every outcome, so the run covers every path.
     for (uint32_t s = 0; s < SLUICE_PARSE_STATUS_COUNT; s++)
-        EXPECT_GT(seen[s], 0) << sluice_parse_status_name(s);
+        EXPECT_GT(seen[s], 0) << parse_status_label(s);
 }
 
 // ---- names and predicates -------------------------------------------------------
@@ -459,22 +460,22 @@ TEST(ParseTruncation, RandomFramesStayInBounds) {
 TEST(ParseStatus, NamesAreDistinctAndKnown) {
     std::set<std::string> names;
     for (uint32_t s = 0; s < SLUICE_PARSE_STATUS_COUNT; s++) {
-        const std::string name = sluice_parse_status_name(s);
+        const std::string name(parse_status_label(s));
         EXPECT_NE(name, "unknown") << s;
         EXPECT_TRUE(names.insert(name).second) << "duplicate " << name;
     }
     EXPECT_EQ(names.size(), 13u);
-    EXPECT_STREQ(sluice_parse_status_name(SLUICE_PARSE_OK), "ok");
-    EXPECT_STREQ(sluice_parse_status_name(SLUICE_PARSE_NON_IP), "non_ip");
-    EXPECT_STREQ(sluice_parse_status_name(SLUICE_PARSE_BAD_IPV6_PAYLOAD_LENGTH), "bad_ipv6_payload_length");
-    EXPECT_STREQ(sluice_parse_status_name(SLUICE_PARSE_STATUS_COUNT), "unknown");
+    EXPECT_EQ(parse_status_label(SLUICE_PARSE_OK), "ok");
+    EXPECT_EQ(parse_status_label(SLUICE_PARSE_NON_IP), "non_ip");
+    EXPECT_EQ(parse_status_label(SLUICE_PARSE_BAD_IPV6_PAYLOAD_LENGTH), "bad_ipv6_payload_length");
+    EXPECT_EQ(parse_status_label(SLUICE_PARSE_STATUS_COUNT), "unknown");
 }
 
 TEST(ParseStatus, MalformedIsEverythingButOkAndNonIp) {
     EXPECT_FALSE(sluice_packet_is_malformed(SLUICE_PARSE_OK));
     EXPECT_FALSE(sluice_packet_is_malformed(SLUICE_PARSE_NON_IP));
     for (uint32_t s = SLUICE_PARSE_NON_IP + 1; s < SLUICE_PARSE_STATUS_COUNT; s++)
-        EXPECT_TRUE(sluice_packet_is_malformed(static_cast<uint8_t>(s))) << sluice_parse_status_name(s);
+        EXPECT_TRUE(sluice_packet_is_malformed(static_cast<uint8_t>(s))) << parse_status_label(s);
 }
 
 // ---- the builder itself -----------------------------------------------------------

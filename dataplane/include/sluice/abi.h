@@ -47,8 +47,8 @@ SLUICE_STATIC_ASSERT(SLUICE_BURST_MAX * SLUICE_NANO <= (0xffffffffffffffffULL - 
                      "tokens plus a full refill must fit in 64 bits");
 
 /* ---- outcomes: one list, expanded for BPF, C++, CLI and metrics -------------
- * X(ID, label, help). The label is the metric/CLI spelling; never reorder:
- * the position is the counter index in pinned maps. */
+ * X(ID, label, help). The label is the metric/CLI spelling (control/labels.h);
+ * never reorder: the position is the counter index in pinned maps. */
 #define SLUICE_VERDICT_LIST(X)                                                 \
 	X(PASS, "pass", "packet handed to the kernel stack")                   \
 	X(DROP, "drop", "packet dropped at the driver")
@@ -234,30 +234,5 @@ struct sluice_drop_event {
 	__u8 _pad[3];
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_drop_event) == 40, "sluice_drop_event layout");
-
-/* ---- names ------------------------------------------------------------------ */
-SLUICE_INLINE const char *sluice_verdict_name(__u32 verdict)
-{
-	switch (verdict) {
-#define SLUICE_X(id, label, help)                                              \
-	case SLUICE_VERDICT_##id:                                              \
-		return label;
-		SLUICE_VERDICT_LIST(SLUICE_X)
-#undef SLUICE_X
-	}
-	return "unknown";
-}
-
-SLUICE_INLINE const char *sluice_reason_name(__u32 reason)
-{
-	switch (reason) {
-#define SLUICE_X(id, label, help)                                              \
-	case SLUICE_REASON_##id:                                               \
-		return label;
-		SLUICE_REASON_LIST(SLUICE_X)
-#undef SLUICE_X
-	}
-	return "unknown";
-}
 
 #endif /* SLUICE_ABI_H */

@@ -45,19 +45,27 @@ SLUICE_INLINE __u64 sluice_refilled_tokens(__u64 tokens_nano, __u64 last_ns,
 	return sluice_min_u64(tokens_nano + elapsed * limit->rate_per_s, limit->burst_nano);
 }
 
+/* Refill a bucket held as (tokens, last refill) to `now`; a zero stamp is a
+ * new bucket and fills it. Both bucket kinds below keep their state this way. */
+SLUICE_INLINE void sluice_refill_in_place(__u64 *tokens_nano, __u64 *last_ns,
+					  const struct sluice_limit *limit, __u64 now)
+{
+	if (*last_ns == 0) {
+		*tokens_nano = limit->burst_nano;
+		*last_ns = sluice_stamp(now);
+		return;
+	}
+	*tokens_nano = sluice_refilled_tokens(*tokens_nano, *last_ns, limit, now);
+	if (now > *last_ns)
+		*last_ns = now;
+}
+
 /* ---- split mode: a private bucket per CPU --------------------------------- */
 
 SLUICE_INLINE void sluice_bucket_refill(struct sluice_cpu_bucket *bucket,
 					const struct sluice_limit *limit, __u64 now)
 {
-	if (bucket->stamp_ns == 0) {
-		bucket->tokens_nano = limit->burst_nano;
-		bucket->stamp_ns = sluice_stamp(now);
-		return;
-	}
-	bucket->tokens_nano = sluice_refilled_tokens(bucket->tokens_nano, bucket->stamp_ns, limit, now);
-	if (now > bucket->stamp_ns)
-		bucket->stamp_ns = now;
+	sluice_refill_in_place(&bucket->tokens_nano, &bucket->stamp_ns, limit, now);
 }
 
 /* Refill, then spend `cost_nano` if the bucket holds it. Returns 1 if spent. */
@@ -81,14 +89,7 @@ SLUICE_INLINE int sluice_bucket_consume(struct sluice_cpu_bucket *bucket,
 SLUICE_INLINE void sluice_shared_refill(struct sluice_shared_bucket *shared,
 					const struct sluice_limit *limit, __u64 now)
 {
-	if (shared->last_ns == 0) {
-		shared->tokens_nano = limit->burst_nano;
-		shared->last_ns = sluice_stamp(now);
-		return;
-	}
-	shared->tokens_nano = sluice_refilled_tokens(shared->tokens_nano, shared->last_ns, limit, now);
-	if (now > shared->last_ns)
-		shared->last_ns = now;
+	sluice_refill_in_place(&shared->tokens_nano, &shared->last_ns, limit, now);
 }
 
 /* Can this CPU's lease pay `cost_nano` right now without the lock? */

@@ -78,18 +78,6 @@ SLUICE_INLINE int sluice_packet_is_malformed(__u8 status)
 	return status != SLUICE_PARSE_OK && status != SLUICE_PARSE_NON_IP;
 }
 
-SLUICE_INLINE const char *sluice_parse_status_name(__u32 status)
-{
-	switch (status) {
-#define SLUICE_X(id, label, help)                                              \
-	case SLUICE_PARSE_##id:                                                \
-		return label;
-		SLUICE_PARSE_STATUS_LIST(SLUICE_X)
-#undef SLUICE_X
-	}
-	return "unknown";
-}
-
 /* Network to host order for 16 bits; no bpf_endian.h or arpa/inet.h so the
  * same header builds for BPF, DPDK and the tests. */
 SLUICE_INLINE __u16 sluice_be16(__u16 v)
