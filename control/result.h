@@ -40,4 +40,8 @@ private:
     std::variant<T, Error> state_;
 };
 
+// For operations that return nothing but may fail.
+using Status = Result<std::monostate>;
+inline Status ok_status() { return std::monostate{}; }
+
 }  // namespace sluice

@@ -167,18 +167,26 @@ SLUICE_STATIC_ASSERT(sizeof(struct sluice_source_key) == 24, "sluice_source_key 
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_source_key, addr) == 8,
                      "sluice_source_key.addr offset");
 
-/* LPM trie keys for classification: prefixlen first, as the kernel requires. */
+/* LPM trie keys for classification. Both policy slots share one trie per
+ * family: the slot is the first 32 bits of the key, always part of the
+ * prefix, so a lookup in slot s only ever matches slot s's entries. */
+#define SLUICE_LPM_SLOT_BITS 32
+
 struct sluice_lpm_v4_key {
-	__u32 prefixlen;
-	__u8 addr[4]; /* network order */
+	__u32 prefixlen; /* SLUICE_LPM_SLOT_BITS + address prefix length */
+	__u32 slot;      /* matched whole; byte order irrelevant */
+	__u8 addr[4];    /* network order */
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_lpm_v4_key) == 8, "sluice_lpm_v4_key layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_lpm_v4_key) == 12, "sluice_lpm_v4_key layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_lpm_v4_key, addr) == 8, "sluice_lpm_v4_key.addr offset");
 
 struct sluice_lpm_v6_key {
-	__u32 prefixlen;
+	__u32 prefixlen; /* SLUICE_LPM_SLOT_BITS + address prefix length */
+	__u32 slot;
 	__u8 addr[16]; /* network order */
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_lpm_v6_key) == 20, "sluice_lpm_v6_key layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_lpm_v6_key) == 24, "sluice_lpm_v6_key layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_lpm_v6_key, addr) == 8, "sluice_lpm_v6_key.addr offset");
 
 /* ---- policy ----------------------------------------------------------------
  * A policy version occupies one of two slots; packets read the active slot
@@ -225,14 +233,44 @@ SLUICE_INLINE __u32 sluice_counter_index(__u32 class_id, __u32 verdict, __u32 re
 	return (class_id * (__u32)SLUICE_VERDICT_COUNT + verdict) * (__u32)SLUICE_REASON_COUNT + reason;
 }
 
+/* Dataplane health counters, one per-CPU slot each. X(ID, label, help). */
+#define SLUICE_STAT_LIST(X)                                                    \
+	X(NO_POLICY, "no_policy", "packets passed before any policy was applied") \
+	X(SOURCE_INSERTS, "source_inserts", "per-CPU source entries created")  \
+	X(SHARED_SOURCE_INSERTS, "shared_source_inserts",                      \
+	  "shared (lease) source entries created")                             \
+	X(SOURCE_TABLE_FULL, "source_table_full",                              \
+	  "source state could not be created; on_table_full decided")          \
+	X(DROP_EVENTS_SENT, "drop_events_sent", "sampled drops sent to the ring buffer") \
+	X(DROP_EVENTS_LOST, "drop_events_lost", "sampled drops lost: ring buffer full") \
+	X(STATE_LOOKUP_FAILED, "state_lookup_failed",                          \
+	  "class or global state missing: packet passed")
+
+enum sluice_stat {
+#define SLUICE_X(id, label, help) SLUICE_STAT_##id,
+	SLUICE_STAT_LIST(SLUICE_X)
+#undef SLUICE_X
+	SLUICE_STAT_COUNT
+};
+
+/* Written once when the maps are created; a daemon that re-adopts pinned
+ * maps refuses them unless abi_version matches its own. */
+struct sluice_meta {
+	__u32 abi_version; /* SLUICE_ABI_VERSION */
+	__u32 max_classes; /* SLUICE_MAX_CLASSES */
+	__u64 created_ns;  /* CLOCK_MONOTONIC at creation */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_meta) == 16, "sluice_meta layout");
+
 /* A sampled drop, sent on a ring buffer for hot-source detection. */
 struct sluice_drop_event {
 	__u64 time_ns;
 	struct sluice_source_key source;
 	__u32 frame_len;
-	__u8 reason; /* enum sluice_reason */
+	__u8 reason;  /* enum sluice_reason */
 	__u8 _pad[3];
+	__u64 weight; /* drops this sample stands for (the sampling period) */
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_drop_event) == 40, "sluice_drop_event layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_drop_event) == 48, "sluice_drop_event layout");
 
 #endif /* SLUICE_ABI_H */

@@ -65,7 +65,7 @@ SLUICE_INLINE __u8 sluice_level_reason(__u32 level)
 SLUICE_INLINE int sluice_level_active(const struct sluice_level_ref *ref)
 {
 	return ref->limit && ref->limit->enabled && ref->cpu &&
-	       (ref->limit->accuracy == SLUICE_ACCURACY_SPLIT || ref->shared);
+	       (ref->limit->accuracy != SLUICE_ACCURACY_LEASE || ref->shared);
 }
 
 SLUICE_INLINE __u64 sluice_level_cost_nano(const struct sluice_level_limit *limit, __u32 frame_len)
@@ -73,21 +73,37 @@ SLUICE_INLINE __u64 sluice_level_cost_nano(const struct sluice_level_limit *limi
 	return (limit->unit == SLUICE_UNIT_BYTES ? (__u64)frame_len : 1) * SLUICE_NANO;
 }
 
-/* Make this CPU's state at the level hold `cost_nano`; spends nothing. */
+/*
+ * Make this CPU's state at an active level hold `cost_nano`; spends nothing.
+ * The pointer checks repeat sluice_level_active's because the verifier
+ * cannot tie a second read of `accuracy` from map memory to the first.
+ */
 SLUICE_INLINE int sluice_level_check(const struct sluice_level_ref *ref, __u64 cost_nano, __u64 now)
 {
+	struct sluice_cpu_bucket *cpu = ref->cpu;
+	struct sluice_shared_bucket *shared = ref->shared;
 	int ok;
 
-	if (ref->limit->accuracy == SLUICE_ACCURACY_SPLIT) {
-		sluice_bucket_refill(ref->cpu, &ref->limit->share, now);
-		return ref->cpu->tokens_nano >= cost_nano;
-	}
-	if (sluice_lease_covers(ref->cpu, cost_nano, now))
+	if (!cpu)
 		return 1;
-	SLUICE_SHARED_LOCK(ref->shared);
-	ok = sluice_lease_acquire(ref->shared, ref->cpu, ref->limit, cost_nano, now);
-	SLUICE_SHARED_UNLOCK(ref->shared);
+	if (ref->limit->accuracy != SLUICE_ACCURACY_LEASE) {
+		sluice_bucket_refill(cpu, &ref->limit->share, now);
+		return cpu->tokens_nano >= cost_nano;
+	}
+	if (sluice_lease_covers(cpu, cost_nano, now))
+		return 1;
+	if (!shared)
+		return 1;
+	SLUICE_SHARED_LOCK(shared);
+	ok = sluice_lease_acquire(shared, cpu, ref->limit, cost_nano, now);
+	SLUICE_SHARED_UNLOCK(shared);
 	return ok;
+}
+
+SLUICE_INLINE void sluice_level_commit(const struct sluice_level_ref *ref, __u64 cost_nano)
+{
+	if (ref->cpu)
+		ref->cpu->tokens_nano -= cost_nano;
 }
 
 /*
@@ -117,11 +133,11 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_level_ref
 
 	/* Every level holds its cost on this CPU: commit. */
 	if (src_on)
-		src->cpu->tokens_nano -= src_cost;
+		sluice_level_commit(src, src_cost);
 	if (cls_on)
-		cls->cpu->tokens_nano -= cls_cost;
+		sluice_level_commit(cls, cls_cost);
 	if (glb_on)
-		glb->cpu->tokens_nano -= glb_cost;
+		sluice_level_commit(glb, glb_cost);
 	return sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_ADMITTED, SLUICE_LEVEL_NONE);
 }
 

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "compiled_policy.h"
+
+#include <arpa/inet.h>
+
+#include <set>
+#include <tuple>
+
+namespace sluice {
+namespace {
+
+Error policy_error(const std::string& what) { return Error{"policy: " + what}; }
+
+bool valid_level(const sluice_level_limit& level) {
+    return level.unit <= SLUICE_UNIT_BYTES && level.accuracy <= SLUICE_ACCURACY_LEASE;
+}
+
+std::string prefix_text(const PolicyPrefix& p) {
+    char text[INET6_ADDRSTRLEN] = "?";
+    inet_ntop(p.family == SLUICE_FAMILY_IPV4 ? AF_INET : AF_INET6, p.addr.data(), text, sizeof(text));
+    return std::string(text) + "/" + std::to_string(p.length);
+}
+
+}  // namespace
+
+const sluice_class_entry* CompiledPolicy::find_class(uint32_t class_id) const {
+    for (const auto& cls : classes)
+        if (cls.class_id == class_id)
+            return &cls;
+    return nullptr;
+}
+
+Status validate(const CompiledPolicy& policy) {
+    const sluice_policy_header& h = policy.header;
+    if (h.version == 0)
+        return policy_error("version 0 is reserved for \"no policy\"");
+    if (h.non_ip_verdict >= SLUICE_VERDICT_COUNT || h.malformed_verdict >= SLUICE_VERDICT_COUNT)
+        return policy_error("non_ip/malformed verdict out of range");
+    if (!valid_level(h.global))
+        return policy_error("global limit has an unknown unit or accuracy");
+
+    std::set<uint32_t> ids;
+    for (const auto& cls : policy.classes) {
+        const std::string name = "class " + std::to_string(cls.class_id);
+        if (cls.class_id == SLUICE_CLASS_UNCLASSIFIED || cls.class_id >= SLUICE_MAX_CLASSES)
+            return policy_error(name + ": id must be within 1.." + std::to_string(SLUICE_MAX_CLASSES - 1));
+        if (!ids.insert(cls.class_id).second)
+            return policy_error(name + ": id used twice");
+        if (cls.action > SLUICE_ACTION_DROP || cls.table_full_verdict >= SLUICE_VERDICT_COUNT)
+            return policy_error(name + ": action or table-full verdict out of range");
+        if (cls.prefix_v4 < 1 || cls.prefix_v4 > 32 || cls.prefix_v6 < 1 || cls.prefix_v6 > 128)
+            return policy_error(name + ": source prefix lengths must be 1..32 (IPv4) and 1..128 (IPv6)");
+        if (!valid_level(cls.per_source) || !valid_level(cls.aggregate))
+            return policy_error(name + ": a limit has an unknown unit or accuracy");
+    }
+    if (!ids.count(h.default_class_id))
+        return policy_error("default class " + std::to_string(h.default_class_id) + " is not defined");
+
+    std::set<std::tuple<uint8_t, uint8_t, std::array<uint8_t, 16>>> seen;
+    size_t v4 = 0, v6 = 0;
+    for (const auto& p : policy.prefixes) {
+        const unsigned bits = p.family == SLUICE_FAMILY_IPV4 ? 32 : 128;
+        if (p.family != SLUICE_FAMILY_IPV4 && p.family != SLUICE_FAMILY_IPV6)
+            return policy_error("prefix with unknown family " + std::to_string(p.family));
+        if (p.length > bits)
+            return policy_error("prefix " + prefix_text(p) + ": length exceeds " + std::to_string(bits));
+        for (unsigned bit = p.length; bit < 128; bit++)
+            if (p.addr[bit / 8] & (0x80 >> (bit % 8)))
+                return policy_error("prefix " + prefix_text(p) + " has host bits set past /" +
+                                    std::to_string(p.length));
+        if (!ids.count(p.class_id))
+            return policy_error("prefix " + prefix_text(p) + " names undefined class " +
+                                std::to_string(p.class_id));
+        if (!seen.insert({p.family, p.length, p.addr}).second)
+            return policy_error("prefix " + prefix_text(p) + " appears twice");
+        (p.family == SLUICE_FAMILY_IPV4 ? v4 : v6)++;
+    }
+    if (v4 > kMaxPrefixesPerFamily || v6 > kMaxPrefixesPerFamily)
+        return policy_error("more than " + std::to_string(kMaxPrefixesPerFamily) + " prefixes of one family");
+    return ok_status();
+}
+
+Result<PolicyPrefix> parse_prefix(const std::string& cidr, uint32_t class_id) {
+    const auto slash = cidr.find('/');
+    const std::string address = cidr.substr(0, slash);
+    PolicyPrefix p;
+    p.class_id = class_id;
+    if (inet_pton(AF_INET, address.c_str(), p.addr.data()) == 1) {
+        p.family = SLUICE_FAMILY_IPV4;
+    } else if (inet_pton(AF_INET6, address.c_str(), p.addr.data()) == 1) {
+        p.family = SLUICE_FAMILY_IPV6;
+    } else {
+        return Error{"\"" + cidr + "\" is not an IPv4 or IPv6 prefix"};
+    }
+    const unsigned bits = p.family == SLUICE_FAMILY_IPV4 ? 32 : 128;
+    p.length = static_cast<uint8_t>(bits);
+    if (slash != std::string::npos) {
+        const std::string len = cidr.substr(slash + 1);
+        if (len.empty() || len.size() > 3 || len.find_first_not_of("0123456789") != std::string::npos ||
+            std::stoul(len) > bits)
+            return Error{"\"" + cidr + "\": prefix length must be 0.." + std::to_string(bits)};
+        p.length = static_cast<uint8_t>(std::stoul(len));
+    }
+    for (unsigned bit = p.length; bit < bits; bit++)
+        if (p.addr[bit / 8] & (0x80 >> (bit % 8)))
+            return Error{"\"" + cidr + "\" has host bits set past /" + std::to_string(p.length)};
+    return p;
+}
+
+}  // namespace sluice

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+// One policy version in the form the dataplanes load: the slot header, the
+// class entries and the classification prefixes. The TOML loader produces
+// it; validate() checks what the dataplane relies on, so a bad policy is
+// refused before anything is written.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "result.h"
+#include "sluice/abi.h"
+
+namespace sluice {
+
+struct PolicyPrefix {
+    uint8_t family = SLUICE_FAMILY_IPV4;  // SLUICE_FAMILY_*
+    uint8_t length = 0;                   // prefix length in bits
+    std::array<uint8_t, 16> addr{};       // network order; bits past `length` must be zero
+    uint32_t class_id = 0;
+};
+
+struct CompiledPolicy {
+    sluice_policy_header header{};
+    std::vector<sluice_class_entry> classes;
+    std::vector<PolicyPrefix> prefixes;
+
+    // The class entry with this id, or nullptr.
+    const sluice_class_entry* find_class(uint32_t class_id) const;
+};
+
+// Limits of one policy, from the dataplane's tables.
+inline constexpr size_t kMaxPrefixesPerFamily = 4096;
+
+// Version > 0; class ids unique and in 1..SLUICE_MAX_CLASSES-1; the default
+// class and every prefix's class exist; prefixes valid, unique and with no
+// bits set past their length; enums in range.
+Status validate(const CompiledPolicy& policy);
+
+// Parses "192.0.2.0/24" or "2001:db8::/32" into a prefix of `class_id`.
+Result<PolicyPrefix> parse_prefix(const std::string& cidr, uint32_t class_id);
+
+}  // namespace sluice

@@ -1,0 +1,515 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "xdp_dataplane.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <dirent.h>
+#include <linux/if_link.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "sluice.skel.h"
+
+namespace sluice {
+namespace {
+
+constexpr std::string_view kLinkPinPrefix = "xdp_link_";
+
+uint64_t monotonic_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// libbpf returns -errno; raw bpf() wrappers return -1 and set errno.
+int error_code(int ret) { return ret < 0 && ret != -1 ? -ret : errno; }
+
+// Per-CPU map values are laid out one per possible CPU, 8-byte aligned.
+size_t percpu_stride(size_t value_size) { return (value_size + 7) / 8 * 8; }
+
+template <class Key, class Fn>
+int for_each_key(int map_fd, Fn&& fn) {
+    Key key{}, next{};
+    const Key* prev = nullptr;
+    for (;;) {
+        const int err = bpf_map_get_next_key(map_fd, prev, &next);
+        if (err)
+            return error_code(err) == ENOENT ? 0 : error_code(err);
+        fn(next);
+        key = next;
+        prev = &key;
+    }
+}
+
+}  // namespace
+
+std::string_view syscall_op_label(SyscallOp op) {
+    switch (op) {
+#define SLUICE_X(id, label) \
+    case SyscallOp::id:     \
+        return label;
+        SLUICE_SYSCALL_OP_LIST(SLUICE_X)
+#undef SLUICE_X
+        case SyscallOp::count:
+            break;
+    }
+    return "unknown";
+}
+
+void XdpDataplane::SkeletonDeleter::operator()(struct ::sluice_bpf* skel) const { sluice_bpf__destroy(skel); }
+void XdpDataplane::RingBufferDeleter::operator()(struct ::ring_buffer* rb) const { ring_buffer__free(rb); }
+
+XdpDataplane::Fd::~Fd() {
+    if (fd_ >= 0)
+        close(fd_);
+}
+
+XdpDataplane::Fd& XdpDataplane::Fd::operator=(Fd&& other) noexcept {
+    if (this != &other) {
+        if (fd_ >= 0)
+            close(fd_);
+        fd_ = other.release();
+    }
+    return *this;
+}
+
+XdpDataplane::~XdpDataplane() = default;
+
+Error XdpDataplane::syscall_error(SyscallOp op, const std::string& what, int err) {
+    errors_[static_cast<size_t>(op)]++;
+    return Error{what + ": " + std::strerror(err)};
+}
+
+Result<std::unique_ptr<XdpDataplane>> XdpDataplane::open(const XdpOptions& options) {
+    std::unique_ptr<XdpDataplane> dp(new XdpDataplane());
+    if (auto status = dp->load(options); !status)
+        return status.error();
+    return dp;
+}
+
+Status XdpDataplane::load(const XdpOptions& options) {
+    const uint32_t period = options.drop_sample_period;
+    if (period == 0 || (period & (period - 1)) != 0)
+        return Error{"drop sample period " + std::to_string(period) + " is not a power of two"};
+    if (options.source_capacity == 0)
+        return Error{"source table capacity must be at least 1"};
+    const int cpus = libbpf_num_possible_cpus();
+    if (cpus <= 0)
+        return syscall_error(SyscallOp::load, "counting possible CPUs", -cpus);
+    cpus_ = static_cast<uint32_t>(cpus);
+    pin_dir_ = options.pin_dir;
+
+    skel_.reset(sluice_bpf__open());
+    if (!skel_)
+        return syscall_error(SyscallOp::load, "opening the BPF object", errno);
+    skel_->rodata->sluice_use_test_clock = options.test_clock;
+    skel_->rodata->sluice_use_coarse_clock = options.coarse_clock;
+    skel_->rodata->sluice_drop_sample_mask = period - 1;
+    bpf_map__set_max_entries(skel_->maps.sluice_src_cpu, options.source_capacity);
+    bpf_map__set_max_entries(skel_->maps.sluice_src_shr, options.source_capacity);
+    if (!options.source_lru)
+        bpf_map__set_type(skel_->maps.sluice_src_cpu, BPF_MAP_TYPE_PERCPU_HASH);
+
+    if (!pin_dir_.empty()) {
+        if (mkdir(pin_dir_.c_str(), 0700) != 0 && errno != EEXIST)
+            return syscall_error(SyscallOp::pin, "creating " + pin_dir_, errno);
+        if (auto status = check_pinned_maps(); !status)
+            return status;
+        bpf_map* map;
+        bpf_object__for_each_map(map, skel_->obj) {
+            if (bpf_map__is_internal(map))
+                continue;
+            const std::string path = pin_dir_ + "/" + bpf_map__name(map);
+            if (const int err = bpf_map__set_pin_path(map, path.c_str()))
+                return syscall_error(SyscallOp::pin, "setting pin path " + path, error_code(err));
+        }
+    }
+
+    if (const int err = sluice_bpf__load(skel_.get()))
+        return syscall_error(SyscallOp::load,
+                             "loading ebpf/sluice.bpf.c into the kernel (the verifier's log is above)",
+                             error_code(err));
+    if (auto status = adopt_or_stamp_meta(); !status)
+        return status;
+
+    events_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.sluice_events), &XdpDataplane::on_ring_event, this,
+                                   nullptr));
+    if (!events_)
+        return syscall_error(SyscallOp::ring_buffer, "opening the drop event ring buffer", errno);
+
+    // The grace-period trigger: updating an ARRAY_OF_MAPS makes the kernel
+    // wait (synchronize_rcu) until every running BPF program has finished.
+    grace_inner_ = Fd(bpf_map_create(BPF_MAP_TYPE_ARRAY, "sluice_grace_in", 4, 4, 1, nullptr));
+    if (grace_inner_.get() < 0)
+        return syscall_error(SyscallOp::map_update, "creating the grace-period map", errno);
+    LIBBPF_OPTS(bpf_map_create_opts, outer_opts, .inner_map_fd = static_cast<__u32>(grace_inner_.get()));
+    grace_outer_ = Fd(bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "sluice_grace", 4, 4, 1, &outer_opts));
+    if (grace_outer_.get() < 0)
+        return syscall_error(SyscallOp::map_update, "creating the grace-period map", errno);
+
+    return adopt_pinned_links();
+}
+
+Status XdpDataplane::check_pinned_maps() {
+    bpf_map* map;
+    bpf_object__for_each_map(map, skel_->obj) {
+        if (bpf_map__is_internal(map))
+            continue;
+        const std::string path = pin_dir_ + "/" + bpf_map__name(map);
+        if (access(path.c_str(), F_OK) != 0)
+            continue;
+        Fd pinned(bpf_obj_get(path.c_str()));
+        if (pinned.get() < 0)
+            return syscall_error(SyscallOp::pin, "opening pinned map " + path, errno);
+        bpf_map_info info{};
+        __u32 len = sizeof(info);
+        if (bpf_obj_get_info_by_fd(pinned.get(), &info, &len) != 0)
+            return syscall_error(SyscallOp::map_lookup, "reading pinned map " + path, errno);
+        if (info.type != static_cast<__u32>(bpf_map__type(map)) || info.key_size != bpf_map__key_size(map) ||
+            info.value_size != bpf_map__value_size(map) || info.max_entries != bpf_map__max_entries(map))
+            return Error{"pinned map " + path + " does not match this build (type " + std::to_string(info.type) +
+                         ", key " + std::to_string(info.key_size) + " B, value " +
+                         std::to_string(info.value_size) + " B, " + std::to_string(info.max_entries) +
+                         " entries; this build wants type " + std::to_string(bpf_map__type(map)) + ", key " +
+                         std::to_string(bpf_map__key_size(map)) + " B, value " +
+                         std::to_string(bpf_map__value_size(map)) + " B, " +
+                         std::to_string(bpf_map__max_entries(map)) +
+                         " entries). It was created by another Sluice version or with other table "
+                         "options: detach and remove " +
+                         pin_dir_ + " to start with fresh state"};
+    }
+    return ok_status();
+}
+
+Status XdpDataplane::adopt_or_stamp_meta() {
+    const int fd = bpf_map__fd(skel_->maps.sluice_meta);
+    const uint32_t zero = 0;
+    sluice_meta meta{};
+    if (const int err = bpf_map_lookup_elem(fd, &zero, &meta))
+        return syscall_error(SyscallOp::map_lookup, "reading sluice_meta", error_code(err));
+    if (meta.abi_version == SLUICE_ABI_VERSION)
+        return ok_status();
+    if (meta.abi_version != 0)
+        return Error{"pinned maps under " + pin_dir_ + " were written by Sluice ABI version " +
+                     std::to_string(meta.abi_version) + "; this build speaks version " +
+                     std::to_string(SLUICE_ABI_VERSION) + ": detach and remove " + pin_dir_ +
+                     " to start with fresh state"};
+    meta.abi_version = SLUICE_ABI_VERSION;
+    meta.max_classes = SLUICE_MAX_CLASSES;
+    meta.created_ns = monotonic_ns();
+    if (const int err = bpf_map_update_elem(fd, &zero, &meta, BPF_ANY))
+        return syscall_error(SyscallOp::map_update, "writing sluice_meta", error_code(err));
+    return ok_status();
+}
+
+std::string XdpDataplane::link_pin_path(int ifindex) const {
+    return pin_dir_ + "/" + std::string(kLinkPinPrefix) + std::to_string(ifindex);
+}
+
+Status XdpDataplane::adopt_pinned_links() {
+    if (pin_dir_.empty())
+        return ok_status();
+    std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(pin_dir_.c_str()), closedir);
+    if (!dir)
+        return syscall_error(SyscallOp::pin, "listing " + pin_dir_, errno);
+    while (const dirent* entry = readdir(dir.get())) {
+        const std::string_view name(entry->d_name);
+        if (name.substr(0, kLinkPinPrefix.size()) != kLinkPinPrefix)
+            continue;
+        const int ifindex = std::atoi(std::string(name.substr(kLinkPinPrefix.size())).c_str());
+        const std::string path = pin_dir_ + "/" + std::string(name);
+        Fd link(bpf_obj_get(path.c_str()));
+        if (link.get() < 0)
+            return syscall_error(SyscallOp::pin, "opening pinned link " + path, errno);
+        // The interface keeps enforcing throughout: the link switches to
+        // this instance of the program atomically.
+        if (const int err = bpf_link_update(link.get(), program_fd(), nullptr))
+            return syscall_error(SyscallOp::link, "switching " + path + " to the new program", error_code(err));
+        links_[ifindex] = std::move(link);
+    }
+    return ok_status();
+}
+
+int XdpDataplane::program_fd() const { return bpf_program__fd(skel_->progs.sluice_xdp); }
+
+void XdpDataplane::set_test_clock(uint64_t now_ns) {
+    __atomic_store_n(&skel_->bss->sluice_test_now_ns, now_ns, __ATOMIC_RELEASE);
+}
+
+Status XdpDataplane::wait_for_readers() {
+    const uint32_t zero = 0;
+    const int inner = grace_inner_.get();
+    if (bpf_map_update_elem(grace_outer_.get(), &zero, &inner, BPF_ANY) != 0)
+        return syscall_error(SyscallOp::map_update, "waiting for running programs", errno);
+    return ok_status();
+}
+
+Status XdpDataplane::clear_lpm_slot(int map_fd, uint32_t slot) {
+    // Both key types start with (prefixlen, slot); collect, then delete, so
+    // the iteration is not disturbed by its own deletions.
+    std::vector<std::array<uint8_t, sizeof(sluice_lpm_v6_key)>> stale;
+    std::array<uint8_t, sizeof(sluice_lpm_v6_key)> key{}, next{};
+    const void* prev = nullptr;
+    for (;;) {
+        const int err = bpf_map_get_next_key(map_fd, prev, next.data());
+        if (err) {
+            if (error_code(err) == ENOENT)
+                break;
+            return syscall_error(SyscallOp::map_lookup, "listing classification prefixes", error_code(err));
+        }
+        uint32_t key_slot;
+        std::memcpy(&key_slot, next.data() + offsetof(sluice_lpm_v4_key, slot), sizeof(key_slot));
+        if (key_slot == slot)
+            stale.push_back(next);
+        key = next;
+        prev = key.data();
+    }
+    for (const auto& k : stale)
+        if (const int err = bpf_map_delete_elem(map_fd, k.data()))
+            return syscall_error(SyscallOp::map_delete, "removing a classification prefix", error_code(err));
+    return ok_status();
+}
+
+Status XdpDataplane::write_slot(uint32_t slot, const CompiledPolicy& policy) {
+    const int classes_fd = bpf_map__fd(skel_->maps.sluice_classes);
+    for (uint32_t id = 0; id < SLUICE_MAX_CLASSES; id++) {
+        const sluice_class_entry* found = policy.find_class(id);
+        const sluice_class_entry entry = found ? *found : sluice_class_entry{};
+        const uint32_t index = slot * SLUICE_MAX_CLASSES + id;
+        if (const int err = bpf_map_update_elem(classes_fd, &index, &entry, BPF_ANY))
+            return syscall_error(SyscallOp::map_update, "writing class " + std::to_string(id), error_code(err));
+    }
+
+    const int v4_fd = bpf_map__fd(skel_->maps.sluice_lpm_v4);
+    const int v6_fd = bpf_map__fd(skel_->maps.sluice_lpm_v6);
+    if (auto status = clear_lpm_slot(v4_fd, slot); !status)
+        return status;
+    if (auto status = clear_lpm_slot(v6_fd, slot); !status)
+        return status;
+    for (const PolicyPrefix& p : policy.prefixes) {
+        int err;
+        if (p.family == SLUICE_FAMILY_IPV4) {
+            sluice_lpm_v4_key key{};
+            key.prefixlen = SLUICE_LPM_SLOT_BITS + p.length;
+            key.slot = slot;
+            std::memcpy(key.addr, p.addr.data(), sizeof(key.addr));
+            err = bpf_map_update_elem(v4_fd, &key, &p.class_id, BPF_ANY);
+        } else {
+            sluice_lpm_v6_key key{};
+            key.prefixlen = SLUICE_LPM_SLOT_BITS + p.length;
+            key.slot = slot;
+            std::memcpy(key.addr, p.addr.data(), sizeof(key.addr));
+            err = bpf_map_update_elem(v6_fd, &key, &p.class_id, BPF_ANY);
+        }
+        if (err)
+            return syscall_error(SyscallOp::map_update, "writing a classification prefix", error_code(err));
+    }
+
+    const int policy_fd = bpf_map__fd(skel_->maps.sluice_policy);
+    if (const int err = bpf_map_update_elem(policy_fd, &slot, &policy.header, BPF_ANY))
+        return syscall_error(SyscallOp::map_update, "writing the policy header", error_code(err));
+    return ok_status();
+}
+
+Status XdpDataplane::apply(const CompiledPolicy& policy) {
+    if (auto status = validate(policy); !status)
+        return status;
+    std::lock_guard<std::mutex> lock(apply_mutex_);
+    const int active_fd = bpf_map__fd(skel_->maps.sluice_active);
+    const uint32_t zero = 0;
+    uint32_t active = 0;
+    if (const int err = bpf_map_lookup_elem(active_fd, &zero, &active))
+        return syscall_error(SyscallOp::map_lookup, "reading the active policy slot", error_code(err));
+    const uint32_t target = (active & (SLUICE_POLICY_SLOTS - 1)) ^ 1;
+
+    // Packets that read `target` before the previous flip may still be
+    // running: wait for them before rewriting it.
+    if (auto status = wait_for_readers(); !status)
+        return status;
+    if (auto status = write_slot(target, policy); !status)
+        return status;
+    if (const int err = bpf_map_update_elem(active_fd, &zero, &target, BPF_ANY))
+        return syscall_error(SyscallOp::map_update, "flipping the active policy slot", error_code(err));
+    return ok_status();
+}
+
+Result<uint64_t> XdpDataplane::active_version() {
+    const uint32_t zero = 0;
+    uint32_t active = 0;
+    if (const int err = bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sluice_active), &zero, &active))
+        return syscall_error(SyscallOp::map_lookup, "reading the active policy slot", error_code(err));
+    active &= SLUICE_POLICY_SLOTS - 1;
+    sluice_policy_header header{};
+    if (const int err = bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sluice_policy), &active, &header))
+        return syscall_error(SyscallOp::map_lookup, "reading the active policy", error_code(err));
+    return static_cast<uint64_t>(header.version);
+}
+
+Result<std::vector<sluice_counter>> XdpDataplane::counters() {
+    const int fd = bpf_map__fd(skel_->maps.sluice_counters);
+    const size_t stride = percpu_stride(sizeof(sluice_counter));
+    std::vector<uint8_t> per_cpu(stride * cpus_);
+    std::vector<sluice_counter> sums(SLUICE_COUNTER_SLOTS);
+    for (uint32_t index = 0; index < SLUICE_COUNTER_SLOTS; index++) {
+        if (const int err = bpf_map_lookup_elem(fd, &index, per_cpu.data()))
+            return syscall_error(SyscallOp::map_lookup, "reading counters", error_code(err));
+        for (uint32_t cpu = 0; cpu < cpus_; cpu++) {
+            sluice_counter c;
+            std::memcpy(&c, per_cpu.data() + cpu * stride, sizeof(c));
+            sums[index].packets += c.packets;
+            sums[index].bytes += c.bytes;
+        }
+    }
+    return sums;
+}
+
+Result<std::array<uint64_t, SLUICE_STAT_COUNT>> XdpDataplane::stats() {
+    const int fd = bpf_map__fd(skel_->maps.sluice_stats);
+    std::vector<uint64_t> per_cpu(cpus_);
+    std::array<uint64_t, SLUICE_STAT_COUNT> sums{};
+    for (uint32_t index = 0; index < SLUICE_STAT_COUNT; index++) {
+        if (const int err = bpf_map_lookup_elem(fd, &index, per_cpu.data()))
+            return syscall_error(SyscallOp::map_lookup, "reading dataplane stats", error_code(err));
+        for (uint64_t v : per_cpu)
+            sums[index] += v;
+    }
+    return sums;
+}
+
+int XdpDataplane::on_ring_event(void* ctx, void* data, size_t size) {
+    auto* self = static_cast<XdpDataplane*>(ctx);
+    if (size < sizeof(sluice_drop_event) || !self->event_sink_)
+        return 0;
+    sluice_drop_event event;
+    std::memcpy(&event, data, sizeof(event));
+    (*self->event_sink_)(event);
+    return 0;
+}
+
+Result<size_t> XdpDataplane::drain_events(const std::function<void(const sluice_drop_event&)>& on_event) {
+    event_sink_ = &on_event;
+    const int consumed = ring_buffer__consume(events_.get());
+    event_sink_ = nullptr;
+    if (consumed < 0)
+        return syscall_error(SyscallOp::ring_buffer, "reading drop events", -consumed);
+    return static_cast<size_t>(consumed);
+}
+
+Result<std::pair<size_t, size_t>> XdpDataplane::source_counts() {
+    size_t cpu_entries = 0, shared_entries = 0;
+    if (const int err = for_each_key<sluice_source_key>(bpf_map__fd(skel_->maps.sluice_src_cpu),
+                                                       [&](const sluice_source_key&) { cpu_entries++; }))
+        return syscall_error(SyscallOp::map_lookup, "counting sources", err);
+    if (const int err = for_each_key<sluice_source_key>(bpf_map__fd(skel_->maps.sluice_src_shr),
+                                                       [&](const sluice_source_key&) { shared_entries++; }))
+        return syscall_error(SyscallOp::map_lookup, "counting shared sources", err);
+    return std::make_pair(cpu_entries, shared_entries);
+}
+
+Result<size_t> XdpDataplane::collect_idle_sources(uint64_t now_ns) {
+    // The active slot's class entries say how long each source's bucket
+    // takes to fill: an entry idle that long (plus a lease lifetime) holds
+    // exactly what a new one would.
+    const uint32_t zero = 0;
+    uint32_t active = 0;
+    if (const int err = bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sluice_active), &zero, &active))
+        return syscall_error(SyscallOp::map_lookup, "reading the active policy slot", error_code(err));
+    active &= SLUICE_POLICY_SLOTS - 1;
+    std::vector<sluice_class_entry> classes(SLUICE_MAX_CLASSES);
+    for (uint32_t id = 0; id < SLUICE_MAX_CLASSES; id++) {
+        const uint32_t index = active * SLUICE_MAX_CLASSES + id;
+        if (const int err = bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sluice_classes), &index, &classes[id]))
+            return syscall_error(SyscallOp::map_lookup, "reading class entries", error_code(err));
+    }
+    auto idle_after = [&](const sluice_source_key& key, bool shared) -> std::optional<uint64_t> {
+        const sluice_class_entry& cls = classes[key.class_id % SLUICE_MAX_CLASSES];
+        if (cls.action != SLUICE_ACTION_LIMIT || !cls.per_source.enabled)
+            return std::nullopt;  // no longer limited: the entry is stale now
+        const sluice_limit& limit = shared ? cls.per_source.full : cls.per_source.share;
+        return limit.fill_ns + cls.per_source.lease_ttl_ns;
+    };
+    auto is_idle = [&](const sluice_source_key& key, bool shared, uint64_t last_use) {
+        const auto wait = idle_after(key, shared);
+        return !wait || (now_ns > last_use && now_ns - last_use >= *wait);
+    };
+
+    size_t deleted = 0;
+    const int shared_fd = bpf_map__fd(skel_->maps.sluice_src_shr);
+    std::vector<sluice_source_key> stale;
+    int err = for_each_key<sluice_source_key>(shared_fd, [&](const sluice_source_key& key) {
+        sluice_shared_bucket bucket{};
+        if (bpf_map_lookup_elem(shared_fd, &key, &bucket) == 0 && is_idle(key, true, bucket.last_ns))
+            stale.push_back(key);
+    });
+    if (err)
+        return syscall_error(SyscallOp::map_lookup, "listing shared sources", err);
+    for (const auto& key : stale)
+        deleted += bpf_map_delete_elem(shared_fd, &key) == 0;
+
+    const int cpu_fd = bpf_map__fd(skel_->maps.sluice_src_cpu);
+    const size_t stride = percpu_stride(sizeof(sluice_cpu_bucket));
+    std::vector<uint8_t> per_cpu(stride * cpus_);
+    stale.clear();
+    err = for_each_key<sluice_source_key>(cpu_fd, [&](const sluice_source_key& key) {
+        if (bpf_map_lookup_elem(cpu_fd, &key, per_cpu.data()) != 0)
+            return;
+        uint64_t last_use = 0;  // latest refill or lease expiry on any CPU
+        for (uint32_t cpu = 0; cpu < cpus_; cpu++) {
+            sluice_cpu_bucket b;
+            std::memcpy(&b, per_cpu.data() + cpu * stride, sizeof(b));
+            last_use = std::max<uint64_t>(last_use, b.stamp_ns);
+        }
+        if (is_idle(key, false, last_use))
+            stale.push_back(key);
+    });
+    if (err)
+        return syscall_error(SyscallOp::map_lookup, "listing sources", err);
+    for (const auto& key : stale)
+        deleted += bpf_map_delete_elem(cpu_fd, &key) == 0;
+    return deleted;
+}
+
+Status XdpDataplane::attach(int ifindex, XdpMode mode) {
+    if (links_.count(ifindex))
+        return Error{"interface " + std::to_string(ifindex) + " is already attached"};
+    LIBBPF_OPTS(bpf_link_create_opts, opts,
+                .flags = static_cast<__u32>(mode == XdpMode::native ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE));
+    Fd link(bpf_link_create(program_fd(), ifindex, BPF_XDP, &opts));
+    if (link.get() < 0)
+        return syscall_error(SyscallOp::link,
+                             std::string("attaching to interface ") + std::to_string(ifindex) + " in " +
+                                 (mode == XdpMode::native ? "native" : "generic") + " mode",
+                             errno);
+    if (!pin_dir_.empty()) {
+        const std::string path = link_pin_path(ifindex);
+        if (bpf_obj_pin(link.get(), path.c_str()) != 0)
+            return syscall_error(SyscallOp::pin, "pinning " + path, errno);
+    }
+    links_[ifindex] = std::move(link);
+    return ok_status();
+}
+
+Status XdpDataplane::detach(int ifindex) {
+    auto it = links_.find(ifindex);
+    if (it == links_.end())
+        return Error{"interface " + std::to_string(ifindex) + " is not attached"};
+    if (bpf_link_detach(it->second.get()) != 0)
+        return syscall_error(SyscallOp::link, "detaching from interface " + std::to_string(ifindex), errno);
+    if (!pin_dir_.empty() && unlink(link_pin_path(ifindex).c_str()) != 0 && errno != ENOENT)
+        return syscall_error(SyscallOp::pin, "removing " + link_pin_path(ifindex), errno);
+    links_.erase(it);
+    return ok_status();
+}
+
+std::vector<int> XdpDataplane::attached_ifindexes() const {
+    std::vector<int> out;
+    for (const auto& [ifindex, fd] : links_)
+        out.push_back(ifindex);
+    return out;
+}
+
+}  // namespace sluice

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+// The XDP dataplane: owns the loaded ebpf/sluice.bpf.c (through its bpftool
+// skeleton), writes policy versions into the inactive slot and flips, reads
+// counters and drop events, attaches to interfaces through bpf_links, and
+// pins everything so a restarted daemon re-adopts it without losing a
+// bucket or a counter.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiled_policy.h"
+#include "result.h"
+#include "sluice/abi.h"
+
+struct sluice_bpf;  // the bpftool skeleton (build/ebpf/sluice.skel.h)
+struct ring_buffer;
+
+namespace sluice {
+
+enum class XdpMode { native, generic };
+
+struct XdpOptions {
+    // Read time from set_test_clock() instead of the kernel's clock.
+    bool test_clock = false;
+    // bpf_ktime_get_coarse_ns instead of bpf_ktime_get_ns.
+    bool coarse_clock = false;
+    // Entries in each source table (per-CPU and shared).
+    uint32_t source_capacity = 1u << 18;
+    // LRU evicts idle sources from the per-CPU table when it is full; a plain
+    // table refuses, and the class's on_table_full decides.
+    bool source_lru = true;
+    // One drop in this many becomes a ring buffer event; a power of two.
+    uint32_t drop_sample_period = 64;
+    // bpffs directory for maps and links; empty pins nothing. Existing pins
+    // there are re-adopted (and refused if their ABI differs).
+    std::string pin_dir;
+};
+
+// Failed syscalls, counted by what they were for.
+#define SLUICE_SYSCALL_OP_LIST(X) \
+    X(load, "load")               \
+    X(map_lookup, "map_lookup")   \
+    X(map_update, "map_update")   \
+    X(map_delete, "map_delete")   \
+    X(link, "link")               \
+    X(pin, "pin")                 \
+    X(ring_buffer, "ring_buffer")
+
+enum class SyscallOp : uint8_t {
+#define SLUICE_X(id, label) id,
+    SLUICE_SYSCALL_OP_LIST(SLUICE_X)
+#undef SLUICE_X
+        count
+};
+std::string_view syscall_op_label(SyscallOp op);
+
+class XdpDataplane {
+public:
+    // Opens and loads the program; with a pin_dir, re-adopts pinned maps and
+    // links (a re-adopted link is switched to the new program atomically).
+    static Result<std::unique_ptr<XdpDataplane>> open(const XdpOptions& options);
+    // Unpinned links detach here; pinned ones keep enforcing (fail-static).
+    ~XdpDataplane();
+    XdpDataplane(const XdpDataplane&) = delete;
+    XdpDataplane& operator=(const XdpDataplane&) = delete;
+
+    // Validates, writes the inactive slot, then flips. On error the running
+    // policy is untouched.
+    Status apply(const CompiledPolicy& policy);
+    // The active slot's policy version (0 before the first apply).
+    Result<uint64_t> active_version();
+
+    // class x verdict x reason, summed over CPUs; index with sluice_counter_index.
+    Result<std::vector<sluice_counter>> counters();
+    Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats();
+    // Calls on_event for every queued sampled drop; never blocks.
+    Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event);
+    // Sources in the tables (per-CPU table, shared table).
+    Result<std::pair<size_t, size_t>> source_counts();
+    // Deletes source entries idle long enough that a fresh (full) bucket is
+    // the same as theirs: now - last use >= fill time + lease lifetime of
+    // their class in the active policy. Returns how many were deleted.
+    Result<size_t> collect_idle_sources(uint64_t now_ns);
+
+    Status attach(int ifindex, XdpMode mode);
+    Status detach(int ifindex);
+    std::vector<int> attached_ifindexes() const;
+
+    // With XdpOptions::test_clock: the time every decision sees from now on.
+    void set_test_clock(uint64_t now_ns);
+    int program_fd() const;
+    uint32_t possible_cpus() const { return cpus_; }
+    const std::array<uint64_t, static_cast<size_t>(SyscallOp::count)>& syscall_errors() const { return errors_; }
+
+private:
+    XdpDataplane() = default;
+    Status load(const XdpOptions& options);
+    Status check_pinned_maps();
+    Status adopt_or_stamp_meta();
+    Status adopt_pinned_links();
+    Status wait_for_readers();
+    Status write_slot(uint32_t slot, const CompiledPolicy& policy);
+    Status clear_lpm_slot(int map_fd, uint32_t slot);
+    static int on_ring_event(void* ctx, void* data, size_t size);
+    Error syscall_error(SyscallOp op, const std::string& what, int err);
+    std::string link_pin_path(int ifindex) const;
+
+    struct SkeletonDeleter {
+        void operator()(struct ::sluice_bpf* skel) const;
+    };
+    struct RingBufferDeleter {
+        void operator()(struct ::ring_buffer* rb) const;
+    };
+    class Fd {
+    public:
+        explicit Fd(int fd = -1) : fd_(fd) {}
+        ~Fd();
+        Fd(Fd&& other) noexcept : fd_(other.release()) {}
+        Fd& operator=(Fd&& other) noexcept;
+        int get() const { return fd_; }
+        int release() {
+            const int fd = fd_;
+            fd_ = -1;
+            return fd;
+        }
+
+    private:
+        int fd_;
+    };
+
+    std::unique_ptr<struct ::sluice_bpf, SkeletonDeleter> skel_;
+    std::unique_ptr<struct ::ring_buffer, RingBufferDeleter> events_;
+    // An ARRAY_OF_MAPS whose update makes the kernel wait for every running
+    // BPF program: the grace period between a flip and reuse of the old slot.
+    Fd grace_outer_, grace_inner_;
+    std::map<int, Fd> links_;  // by ifindex
+    std::string pin_dir_;
+    uint32_t cpus_ = 0;
+    const std::function<void(const sluice_drop_event&)>* event_sink_ = nullptr;  // during drain_events
+    std::mutex apply_mutex_;
+    std::array<uint64_t, static_cast<size_t>(SyscallOp::count)> errors_{};
+};
+
+}  // namespace sluice
