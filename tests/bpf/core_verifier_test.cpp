@@ -24,9 +24,9 @@ namespace sluice::test {
 namespace {
 
 struct SkeletonDeleter {
-    void operator()(core_check* skel) const { core_check::destroy(skel); }
+    void operator()(core_check_bpf* skel) const { core_check_bpf::destroy(skel); }
 };
-using CoreCheck = std::unique_ptr<core_check, SkeletonDeleter>;
+using CoreCheck = std::unique_ptr<core_check_bpf, SkeletonDeleter>;
 
 uint32_t possible_cpus() { return static_cast<uint32_t>(libbpf_num_possible_cpus()); }
 
@@ -55,7 +55,7 @@ protected:
         CPU_SET(0, &one);
         ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0) << std::strerror(errno);
         pinned_ = true;
-        skel_.reset(core_check::open_and_load());
+        skel_.reset(core_check_bpf::open_and_load());
         ASSERT_TRUE(skel_) << "the verifier rejected ebpf/core_check.bpf.c: " << std::strerror(errno)
                            << " (run the test binary to see libbpf's verifier log)";
     }
