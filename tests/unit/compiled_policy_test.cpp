@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the dataplane relies on in a policy version, refused with a reason
+// before anything is written.
+#include <gmock/gmock.h>
+
+#include "compiled_policy.h"
+#include "core_support.h"
+
+namespace sluice::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+CompiledPolicy two_classes() {
+    CompiledPolicy p;
+    p.header.version = 3;
+    p.header.default_class_id = 1;
+    for (uint32_t id : {1u, 2u}) {
+        sluice_class_entry cls{};
+        cls.class_id = id;
+        cls.prefix_v4 = 32;
+        cls.prefix_v6 = 64;
+        cls.per_source = make_level(100, 10);
+        p.classes.push_back(cls);
+    }
+    p.prefixes.push_back(parse_prefix("198.51.100.0/24", 2).value());
+    p.prefixes.push_back(parse_prefix("2001:db8::/32", 2).value());
+    return p;
+}
+
+std::string error_of(const CompiledPolicy& p) {
+    auto status = validate(p);
+    EXPECT_FALSE(status.ok());
+    return status.ok() ? std::string() : status.error().message;
+}
+
+TEST(CompiledPolicy, AValidPolicyPasses) {
+    auto status = validate(two_classes());
+    EXPECT_TRUE(status.ok()) << status.error().message;
+}
+
+TEST(CompiledPolicy, VersionZeroIsReserved) {
+    CompiledPolicy p = two_classes();
+    p.header.version = 0;
+    EXPECT_THAT(error_of(p), HasSubstr("version 0 is reserved"));
+}
+
+TEST(CompiledPolicy, ClassIdsAreUniqueAndInRange) {
+    CompiledPolicy p = two_classes();
+    p.classes[1].class_id = 1;
+    EXPECT_THAT(error_of(p), HasSubstr("class 1: id used twice"));
+    p = two_classes();
+    p.classes[1].class_id = SLUICE_MAX_CLASSES;
+    EXPECT_THAT(error_of(p), HasSubstr("id must be within 1..255"));
+    p.classes[1].class_id = SLUICE_CLASS_UNCLASSIFIED;
+    EXPECT_THAT(error_of(p), HasSubstr("id must be within 1..255"));
+}
+
+TEST(CompiledPolicy, DefaultAndPrefixClassesMustExist) {
+    CompiledPolicy p = two_classes();
+    p.header.default_class_id = 9;
+    EXPECT_THAT(error_of(p), HasSubstr("default class 9 is not defined"));
+    p = two_classes();
+    p.prefixes[0].class_id = 7;
+    EXPECT_THAT(error_of(p), HasSubstr("prefix 198.51.100.0/24 names undefined class 7"));
+}
+
+TEST(CompiledPolicy, DuplicatePrefixesAreRefused) {
+    CompiledPolicy p = two_classes();
+    p.prefixes.push_back(parse_prefix("198.51.100.0/24", 1).value());
+    EXPECT_THAT(error_of(p), HasSubstr("prefix 198.51.100.0/24 appears twice"));
+}
+
+TEST(CompiledPolicy, SourcePrefixLengthsAreBounded) {
+    CompiledPolicy p = two_classes();
+    p.classes[0].prefix_v6 = 0;
+    EXPECT_THAT(error_of(p), HasSubstr("source prefix lengths"));
+    p.classes[0].prefix_v6 = 129;
+    EXPECT_THAT(error_of(p), HasSubstr("source prefix lengths"));
+}
+
+TEST(CompiledPolicy, OutOfRangeEnumsAreRefused) {
+    CompiledPolicy p = two_classes();
+    p.classes[0].action = 3;
+    EXPECT_THAT(error_of(p), HasSubstr("action"));
+    p = two_classes();
+    p.header.malformed_verdict = 2;
+    EXPECT_THAT(error_of(p), HasSubstr("verdict out of range"));
+    p = two_classes();
+    p.classes[1].aggregate.accuracy = 7;
+    EXPECT_THAT(error_of(p), HasSubstr("unknown unit or accuracy"));
+}
+
+TEST(CompiledPolicy, TooManyPrefixesOfOneFamily) {
+    CompiledPolicy p = two_classes();
+    for (uint32_t i = 0; i <= kMaxPrefixesPerFamily; i++) {
+        PolicyPrefix prefix;
+        prefix.family = SLUICE_FAMILY_IPV4;
+        prefix.length = 32;
+        prefix.addr[0] = 10;
+        prefix.addr[2] = static_cast<uint8_t>(i >> 8);
+        prefix.addr[3] = static_cast<uint8_t>(i);
+        prefix.class_id = 1;
+        p.prefixes.push_back(prefix);
+    }
+    EXPECT_THAT(error_of(p), HasSubstr("more than 4096 prefixes"));
+}
+
+TEST(ParsePrefix, AcceptsBothFamiliesAndBareAddresses) {
+    auto v4 = parse_prefix("192.0.2.0/24", 1);
+    ASSERT_TRUE(v4.ok());
+    EXPECT_EQ(v4.value().family, SLUICE_FAMILY_IPV4);
+    EXPECT_EQ(v4.value().length, 24);
+    EXPECT_EQ(v4.value().addr[0], 192);
+    auto host = parse_prefix("2001:db8::1", 1);
+    ASSERT_TRUE(host.ok());
+    EXPECT_EQ(host.value().family, SLUICE_FAMILY_IPV6);
+    EXPECT_EQ(host.value().length, 128);
+    auto all = parse_prefix("0.0.0.0/0", 1);
+    ASSERT_TRUE(all.ok());
+    EXPECT_EQ(all.value().length, 0);
+}
+
+TEST(ParsePrefix, RefusesWhatIsNotAPrefix) {
+    for (const char* bad : {"", "198.51.100.0/", "198.51.100.0/33", "2001:db8::/129", "198.51.100.0/-1",
+                            "198.51.100.0/2x", "300.1.1.1/8", "example.com/24", "198.51.100.0/0024"}) {
+        EXPECT_FALSE(parse_prefix(bad, 1).ok()) << bad;
+    }
+    auto host_bits = parse_prefix("198.51.100.1/24", 1);
+    ASSERT_FALSE(host_bits.ok());
+    EXPECT_THAT(host_bits.error().message, HasSubstr("host bits set past /24"));
+}
+
+}  // namespace
+}  // namespace sluice::test
