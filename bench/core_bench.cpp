@@ -24,8 +24,7 @@ sluice_level_limit level(uint64_t rate, uint64_t burst, Accuracy accuracy) {
     settings.accuracy = accuracy;
     settings.cpus = 2;
     auto compiled = sluice::compile_level(settings, "bench");
-    if (!compiled)
-        std::abort();
+    if (!compiled) std::abort();
     return compiled.value();
 }
 
@@ -75,8 +74,7 @@ void BM_DecideManySources(benchmark::State& state) {
     // not of the random generator.
     std::vector<uint32_t> order(1 << 20);
     std::mt19937 rng(1);
-    for (auto& o : order)
-        o = static_cast<uint32_t>(rng() % sources);
+    for (auto& o : order) o = static_cast<uint32_t>(rng() % sources);
     uint64_t now = 1'000'000'000'000;
     size_t i = 0;
     for (auto _ : state) {
@@ -106,8 +104,7 @@ void BM_ParseKeyDecide(benchmark::State& state) {
     for (auto _ : state) {
         sluice_packet pkt;
         sluice_source_key key;
-        if (sluice_parse(frame, frame + sizeof(frame), &pkt) != SLUICE_PARSE_OK)
-            std::abort();
+        if (sluice_parse(frame, frame + sizeof(frame), &pkt) != SLUICE_PARSE_OK) std::abort();
         sluice_source_key_make(&key, &pkt, &cls);
         benchmark::DoNotOptimize(key);
         benchmark::DoNotOptimize(sluice_decide(levels.refs, pkt.frame_len, ++now));

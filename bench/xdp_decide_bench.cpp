@@ -38,8 +38,8 @@ std::vector<uint8_t> hot_frame(bool ipv6) {
 
 // Mean ns per run reported by the kernel, one BPF_PROG_TEST_RUN call.
 bool run_once(benchmark::State& state, int prog_fd, std::vector<uint8_t>& frame) {
-    LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(),
-                .data_size_in = static_cast<uint32_t>(frame.size()), .repeat = kRepeat);
+    LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_size_in = static_cast<uint32_t>(frame.size()),
+                .repeat = kRepeat);
     if (bpf_prog_test_run_opts(prog_fd, &opts) != 0) {
         state.SkipWithError("BPF_PROG_TEST_RUN failed (root needed)");
         return false;
@@ -49,16 +49,14 @@ bool run_once(benchmark::State& state, int prog_fd, std::vector<uint8_t>& frame)
 }
 
 void BM_Baseline(benchmark::State& state) {
-    std::unique_ptr<baseline_bpf, void (*)(baseline_bpf*)> skel(baseline_bpf::open_and_load(),
-                                                                  baseline_bpf::destroy);
+    std::unique_ptr<baseline_bpf, void (*)(baseline_bpf*)> skel(baseline_bpf::open_and_load(), baseline_bpf::destroy);
     if (!skel) {
         state.SkipWithError("cannot load ebpf/baseline.bpf.c (root needed)");
         return;
     }
     auto frame = hot_frame(false);
     for (auto _ : state)
-        if (!run_once(state, bpf_program__fd(skel->progs.baseline_xdp), frame))
-            return;
+        if (!run_once(state, bpf_program__fd(skel->progs.baseline_xdp), frame)) return;
     state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kRepeat);
 }
 BENCHMARK(BM_Baseline)->UseManualTime()->Unit(benchmark::kMillisecond);
@@ -98,8 +96,7 @@ void BM_Sluice(benchmark::State& state) {
     }
     auto frame = hot_frame(ipv6);
     for (auto _ : state)
-        if (!run_once(state, dp.value()->program_fd(), frame))
-            return;
+        if (!run_once(state, dp.value()->program_fd(), frame)) return;
     state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kRepeat);
     state.SetLabel(std::string(accuracy == Accuracy::lease ? "lease" : "split") + (coarse ? " coarse-clock" : "") +
                    (flooding ? " refused" : " admitted") + (ipv6 ? " ipv6" : " ipv4"));

@@ -25,27 +25,23 @@ std::string prefix_text(const PolicyPrefix& p) {
 
 const sluice_class_entry* CompiledPolicy::find_class(uint32_t class_id) const {
     for (const auto& cls : classes)
-        if (cls.class_id == class_id)
-            return &cls;
+        if (cls.class_id == class_id) return &cls;
     return nullptr;
 }
 
 Status validate(const CompiledPolicy& policy) {
     const sluice_policy_header& h = policy.header;
-    if (h.version == 0)
-        return policy_error("version 0 is reserved for \"no policy\"");
+    if (h.version == 0) return policy_error("version 0 is reserved for \"no policy\"");
     if (h.non_ip_verdict >= SLUICE_VERDICT_COUNT || h.malformed_verdict >= SLUICE_VERDICT_COUNT)
         return policy_error("non_ip/malformed verdict out of range");
-    if (!valid_level(h.global))
-        return policy_error("global limit has an unknown unit or accuracy");
+    if (!valid_level(h.global)) return policy_error("global limit has an unknown unit or accuracy");
 
     std::set<uint32_t> ids;
     for (const auto& cls : policy.classes) {
         const std::string name = "class " + std::to_string(cls.class_id);
         if (cls.class_id == SLUICE_CLASS_UNCLASSIFIED || cls.class_id >= SLUICE_MAX_CLASSES)
             return policy_error(name + ": id must be within 1.." + std::to_string(SLUICE_MAX_CLASSES - 1));
-        if (!ids.insert(cls.class_id).second)
-            return policy_error(name + ": id used twice");
+        if (!ids.insert(cls.class_id).second) return policy_error(name + ": id used twice");
         if (cls.action > SLUICE_ACTION_DROP || cls.table_full_verdict >= SLUICE_VERDICT_COUNT)
             return policy_error(name + ": action or table-full verdict out of range");
         if (cls.prefix_v4 < 1 || cls.prefix_v4 > 32 || cls.prefix_v6 < 1 || cls.prefix_v6 > 128)
@@ -69,8 +65,7 @@ Status validate(const CompiledPolicy& policy) {
                 return policy_error("prefix " + prefix_text(p) + " has host bits set past /" +
                                     std::to_string(p.length));
         if (!ids.count(p.class_id))
-            return policy_error("prefix " + prefix_text(p) + " names undefined class " +
-                                std::to_string(p.class_id));
+            return policy_error("prefix " + prefix_text(p) + " names undefined class " + std::to_string(p.class_id));
         if (!seen.insert({p.family, p.length, p.addr}).second)
             return policy_error("prefix " + prefix_text(p) + " appears twice");
         (p.family == SLUICE_FAMILY_IPV4 ? v4 : v6)++;

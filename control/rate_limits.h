@@ -34,9 +34,9 @@ struct HumanLimit {
 struct LevelSettings {
     HumanLimit limit;
     Accuracy accuracy = Accuracy::lease;
-    uint32_t cpus = 1;                                // possible CPUs (N)
+    uint32_t cpus = 1;                                 // possible CPUs (N)
     uint32_t max_frame_bytes = kDefaultMaxFrameBytes;  // largest cost in byte mode
-    uint64_t lease = 0;                               // units per lease; 0 picks the default
+    uint64_t lease = 0;                                // units per lease; 0 picks the default
     uint64_t lease_ttl_ns = kDefaultLeaseTtlNs;
 };
 

@@ -16,8 +16,8 @@ struct Error {
 
 template <class T>
 class [[nodiscard]] Result {
-public:
-    Result(T value) : state_(std::move(value)) {}  // NOLINT: implicit by design
+  public:
+    Result(T value) : state_(std::move(value)) {}      // NOLINT: implicit by design
     Result(Error error) : state_(std::move(error)) {}  // NOLINT: implicit by design
 
     bool ok() const { return std::holds_alternative<T>(state_); }
@@ -36,7 +36,7 @@ public:
         return std::get<Error>(state_);
     }
 
-private:
+  private:
     std::variant<T, Error> state_;
 };
 

@@ -37,8 +37,7 @@ int for_each_key(int map_fd, Fn&& fn) {
     const Key* prev = nullptr;
     for (;;) {
         const int err = bpf_map_get_next_key(map_fd, prev, &next);
-        if (err)
-            return error_code(err) == ENOENT ? 0 : error_code(err);
+        if (err) return error_code(err) == ENOENT ? 0 : error_code(err);
         fn(next);
         key = next;
         prev = &key;
@@ -64,14 +63,12 @@ void XdpDataplane::SkeletonDeleter::operator()(struct ::sluice_bpf* skel) const 
 void XdpDataplane::RingBufferDeleter::operator()(struct ::ring_buffer* rb) const { ring_buffer__free(rb); }
 
 XdpDataplane::Fd::~Fd() {
-    if (fd_ >= 0)
-        close(fd_);
+    if (fd_ >= 0) close(fd_);
 }
 
 XdpDataplane::Fd& XdpDataplane::Fd::operator=(Fd&& other) noexcept {
     if (this != &other) {
-        if (fd_ >= 0)
-            close(fd_);
+        if (fd_ >= 0) close(fd_);
         fd_ = other.release();
     }
     return *this;
@@ -86,8 +83,7 @@ Error XdpDataplane::syscall_error(SyscallOp op, const std::string& what, int err
 
 Result<std::unique_ptr<XdpDataplane>> XdpDataplane::open(const XdpOptions& options) {
     std::unique_ptr<XdpDataplane> dp(new XdpDataplane());
-    if (auto status = dp->load(options); !status)
-        return status.error();
+    if (auto status = dp->load(options); !status) return status.error();
     return dp;
 }
 
@@ -95,34 +91,28 @@ Status XdpDataplane::load(const XdpOptions& options) {
     const uint32_t period = options.drop_sample_period;
     if (period == 0 || (period & (period - 1)) != 0)
         return Error{"drop sample period " + std::to_string(period) + " is not a power of two"};
-    if (options.source_capacity == 0)
-        return Error{"source table capacity must be at least 1"};
+    if (options.source_capacity == 0) return Error{"source table capacity must be at least 1"};
     const int cpus = libbpf_num_possible_cpus();
-    if (cpus <= 0)
-        return syscall_error(SyscallOp::load, "counting possible CPUs", -cpus);
+    if (cpus <= 0) return syscall_error(SyscallOp::load, "counting possible CPUs", -cpus);
     cpus_ = static_cast<uint32_t>(cpus);
     pin_dir_ = options.pin_dir;
 
     skel_.reset(sluice_bpf__open());
-    if (!skel_)
-        return syscall_error(SyscallOp::load, "opening the BPF object", errno);
+    if (!skel_) return syscall_error(SyscallOp::load, "opening the BPF object", errno);
     skel_->rodata->sluice_use_test_clock = options.test_clock;
     skel_->rodata->sluice_use_coarse_clock = options.coarse_clock;
     skel_->rodata->sluice_drop_sample_mask = period - 1;
     bpf_map__set_max_entries(skel_->maps.sluice_src_cpu, options.source_capacity);
     bpf_map__set_max_entries(skel_->maps.sluice_src_shr, options.source_capacity);
-    if (!options.source_lru)
-        bpf_map__set_type(skel_->maps.sluice_src_cpu, BPF_MAP_TYPE_PERCPU_HASH);
+    if (!options.source_lru) bpf_map__set_type(skel_->maps.sluice_src_cpu, BPF_MAP_TYPE_PERCPU_HASH);
 
     if (!pin_dir_.empty()) {
         if (mkdir(pin_dir_.c_str(), 0700) != 0 && errno != EEXIST)
             return syscall_error(SyscallOp::pin, "creating " + pin_dir_, errno);
-        if (auto status = check_pinned_maps(); !status)
-            return status;
+        if (auto status = check_pinned_maps(); !status) return status;
         bpf_map* map;
         bpf_object__for_each_map(map, skel_->obj) {
-            if (bpf_map__is_internal(map))
-                continue;
+            if (bpf_map__is_internal(map)) continue;
             const std::string path = pin_dir_ + "/" + bpf_map__name(map);
             if (const int err = bpf_map__set_pin_path(map, path.c_str()))
                 return syscall_error(SyscallOp::pin, "setting pin path " + path, error_code(err));
@@ -130,26 +120,21 @@ Status XdpDataplane::load(const XdpOptions& options) {
     }
 
     if (const int err = sluice_bpf__load(skel_.get()))
-        return syscall_error(SyscallOp::load,
-                             "loading ebpf/sluice.bpf.c into the kernel (the verifier's log is above)",
+        return syscall_error(SyscallOp::load, "loading ebpf/sluice.bpf.c into the kernel (the verifier's log is above)",
                              error_code(err));
-    if (auto status = adopt_or_stamp_meta(); !status)
-        return status;
+    if (auto status = adopt_or_stamp_meta(); !status) return status;
 
-    events_.reset(ring_buffer__new(bpf_map__fd(skel_->maps.sluice_events), &XdpDataplane::on_ring_event, this,
-                                   nullptr));
-    if (!events_)
-        return syscall_error(SyscallOp::ring_buffer, "opening the drop event ring buffer", errno);
+    events_.reset(
+        ring_buffer__new(bpf_map__fd(skel_->maps.sluice_events), &XdpDataplane::on_ring_event, this, nullptr));
+    if (!events_) return syscall_error(SyscallOp::ring_buffer, "opening the drop event ring buffer", errno);
 
     // The grace-period trigger: updating an ARRAY_OF_MAPS makes the kernel
     // wait (synchronize_rcu) until every running BPF program has finished.
     grace_inner_ = Fd(bpf_map_create(BPF_MAP_TYPE_ARRAY, "sluice_grace_in", 4, 4, 1, nullptr));
-    if (grace_inner_.get() < 0)
-        return syscall_error(SyscallOp::map_update, "creating the grace-period map", errno);
+    if (grace_inner_.get() < 0) return syscall_error(SyscallOp::map_update, "creating the grace-period map", errno);
     LIBBPF_OPTS(bpf_map_create_opts, outer_opts, .inner_map_fd = static_cast<__u32>(grace_inner_.get()));
     grace_outer_ = Fd(bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "sluice_grace", 4, 4, 1, &outer_opts));
-    if (grace_outer_.get() < 0)
-        return syscall_error(SyscallOp::map_update, "creating the grace-period map", errno);
+    if (grace_outer_.get() < 0) return syscall_error(SyscallOp::map_update, "creating the grace-period map", errno);
 
     return adopt_pinned_links();
 }
@@ -157,14 +142,11 @@ Status XdpDataplane::load(const XdpOptions& options) {
 Status XdpDataplane::check_pinned_maps() {
     bpf_map* map;
     bpf_object__for_each_map(map, skel_->obj) {
-        if (bpf_map__is_internal(map))
-            continue;
+        if (bpf_map__is_internal(map)) continue;
         const std::string path = pin_dir_ + "/" + bpf_map__name(map);
-        if (access(path.c_str(), F_OK) != 0)
-            continue;
+        if (access(path.c_str(), F_OK) != 0) continue;
         Fd pinned(bpf_obj_get(path.c_str()));
-        if (pinned.get() < 0)
-            return syscall_error(SyscallOp::pin, "opening pinned map " + path, errno);
+        if (pinned.get() < 0) return syscall_error(SyscallOp::pin, "opening pinned map " + path, errno);
         bpf_map_info info{};
         __u32 len = sizeof(info);
         if (bpf_obj_get_info_by_fd(pinned.get(), &info, &len) != 0)
@@ -172,11 +154,10 @@ Status XdpDataplane::check_pinned_maps() {
         if (info.type != static_cast<__u32>(bpf_map__type(map)) || info.key_size != bpf_map__key_size(map) ||
             info.value_size != bpf_map__value_size(map) || info.max_entries != bpf_map__max_entries(map))
             return Error{"pinned map " + path + " does not match this build (type " + std::to_string(info.type) +
-                         ", key " + std::to_string(info.key_size) + " B, value " +
-                         std::to_string(info.value_size) + " B, " + std::to_string(info.max_entries) +
-                         " entries; this build wants type " + std::to_string(bpf_map__type(map)) + ", key " +
-                         std::to_string(bpf_map__key_size(map)) + " B, value " +
-                         std::to_string(bpf_map__value_size(map)) + " B, " +
+                         ", key " + std::to_string(info.key_size) + " B, value " + std::to_string(info.value_size) +
+                         " B, " + std::to_string(info.max_entries) + " entries; this build wants type " +
+                         std::to_string(bpf_map__type(map)) + ", key " + std::to_string(bpf_map__key_size(map)) +
+                         " B, value " + std::to_string(bpf_map__value_size(map)) + " B, " +
                          std::to_string(bpf_map__max_entries(map)) +
                          " entries). It was created by another Sluice version or with other table "
                          "options: detach and remove " +
@@ -191,8 +172,7 @@ Status XdpDataplane::adopt_or_stamp_meta() {
     sluice_meta meta{};
     if (const int err = bpf_map_lookup_elem(fd, &zero, &meta))
         return syscall_error(SyscallOp::map_lookup, "reading sluice_meta", error_code(err));
-    if (meta.abi_version == SLUICE_ABI_VERSION)
-        return ok_status();
+    if (meta.abi_version == SLUICE_ABI_VERSION) return ok_status();
     if (meta.abi_version != 0)
         return Error{"pinned maps under " + pin_dir_ + " were written by Sluice ABI version " +
                      std::to_string(meta.abi_version) + "; this build speaks version " +
@@ -211,20 +191,16 @@ std::string XdpDataplane::link_pin_path(int ifindex) const {
 }
 
 Status XdpDataplane::adopt_pinned_links() {
-    if (pin_dir_.empty())
-        return ok_status();
+    if (pin_dir_.empty()) return ok_status();
     std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(pin_dir_.c_str()), closedir);
-    if (!dir)
-        return syscall_error(SyscallOp::pin, "listing " + pin_dir_, errno);
+    if (!dir) return syscall_error(SyscallOp::pin, "listing " + pin_dir_, errno);
     while (const dirent* entry = readdir(dir.get())) {
         const std::string_view name(entry->d_name);
-        if (name.substr(0, kLinkPinPrefix.size()) != kLinkPinPrefix)
-            continue;
+        if (name.substr(0, kLinkPinPrefix.size()) != kLinkPinPrefix) continue;
         const int ifindex = std::atoi(std::string(name.substr(kLinkPinPrefix.size())).c_str());
         const std::string path = pin_dir_ + "/" + std::string(name);
         Fd link(bpf_obj_get(path.c_str()));
-        if (link.get() < 0)
-            return syscall_error(SyscallOp::pin, "opening pinned link " + path, errno);
+        if (link.get() < 0) return syscall_error(SyscallOp::pin, "opening pinned link " + path, errno);
         // The interface keeps enforcing throughout: the link switches to
         // this instance of the program atomically.
         if (const int err = bpf_link_update(link.get(), program_fd(), nullptr))
@@ -257,14 +233,12 @@ Status XdpDataplane::clear_lpm_slot(int map_fd, uint32_t slot) {
     for (;;) {
         const int err = bpf_map_get_next_key(map_fd, prev, next.data());
         if (err) {
-            if (error_code(err) == ENOENT)
-                break;
+            if (error_code(err) == ENOENT) break;
             return syscall_error(SyscallOp::map_lookup, "listing classification prefixes", error_code(err));
         }
         uint32_t key_slot;
         std::memcpy(&key_slot, next.data() + offsetof(sluice_lpm_v4_key, slot), sizeof(key_slot));
-        if (key_slot == slot)
-            stale.push_back(next);
+        if (key_slot == slot) stale.push_back(next);
         key = next;
         prev = key.data();
     }
@@ -286,10 +260,8 @@ Status XdpDataplane::write_slot(uint32_t slot, const CompiledPolicy& policy) {
 
     const int v4_fd = bpf_map__fd(skel_->maps.sluice_lpm_v4);
     const int v6_fd = bpf_map__fd(skel_->maps.sluice_lpm_v6);
-    if (auto status = clear_lpm_slot(v4_fd, slot); !status)
-        return status;
-    if (auto status = clear_lpm_slot(v6_fd, slot); !status)
-        return status;
+    if (auto status = clear_lpm_slot(v4_fd, slot); !status) return status;
+    if (auto status = clear_lpm_slot(v6_fd, slot); !status) return status;
     for (const PolicyPrefix& p : policy.prefixes) {
         int err;
         if (p.family == SLUICE_FAMILY_IPV4) {
@@ -305,8 +277,7 @@ Status XdpDataplane::write_slot(uint32_t slot, const CompiledPolicy& policy) {
             std::memcpy(key.addr, p.addr.data(), sizeof(key.addr));
             err = bpf_map_update_elem(v6_fd, &key, &p.class_id, BPF_ANY);
         }
-        if (err)
-            return syscall_error(SyscallOp::map_update, "writing a classification prefix", error_code(err));
+        if (err) return syscall_error(SyscallOp::map_update, "writing a classification prefix", error_code(err));
     }
 
     const int policy_fd = bpf_map__fd(skel_->maps.sluice_policy);
@@ -316,8 +287,7 @@ Status XdpDataplane::write_slot(uint32_t slot, const CompiledPolicy& policy) {
 }
 
 Status XdpDataplane::apply(const CompiledPolicy& policy) {
-    if (auto status = validate(policy); !status)
-        return status;
+    if (auto status = validate(policy); !status) return status;
     std::lock_guard<std::mutex> lock(apply_mutex_);
     const int active_fd = bpf_map__fd(skel_->maps.sluice_active);
     const uint32_t zero = 0;
@@ -328,10 +298,8 @@ Status XdpDataplane::apply(const CompiledPolicy& policy) {
 
     // Packets that read `target` before the previous flip may still be
     // running: wait for them before rewriting it.
-    if (auto status = wait_for_readers(); !status)
-        return status;
-    if (auto status = write_slot(target, policy); !status)
-        return status;
+    if (auto status = wait_for_readers(); !status) return status;
+    if (auto status = write_slot(target, policy); !status) return status;
     if (const int err = bpf_map_update_elem(active_fd, &zero, &target, BPF_ANY))
         return syscall_error(SyscallOp::map_update, "flipping the active policy slot", error_code(err));
     return ok_status();
@@ -374,16 +342,14 @@ Result<std::array<uint64_t, SLUICE_STAT_COUNT>> XdpDataplane::stats() {
     for (uint32_t index = 0; index < SLUICE_STAT_COUNT; index++) {
         if (const int err = bpf_map_lookup_elem(fd, &index, per_cpu.data()))
             return syscall_error(SyscallOp::map_lookup, "reading dataplane stats", error_code(err));
-        for (uint64_t v : per_cpu)
-            sums[index] += v;
+        for (uint64_t v : per_cpu) sums[index] += v;
     }
     return sums;
 }
 
 int XdpDataplane::on_ring_event(void* ctx, void* data, size_t size) {
     auto* self = static_cast<XdpDataplane*>(ctx);
-    if (size < sizeof(sluice_drop_event) || !self->event_sink_)
-        return 0;
+    if (size < sizeof(sluice_drop_event) || !self->event_sink_) return 0;
     sluice_drop_event event;
     std::memcpy(&event, data, sizeof(event));
     (*self->event_sink_)(event);
@@ -394,18 +360,17 @@ Result<size_t> XdpDataplane::drain_events(const std::function<void(const sluice_
     event_sink_ = &on_event;
     const int consumed = ring_buffer__consume(events_.get());
     event_sink_ = nullptr;
-    if (consumed < 0)
-        return syscall_error(SyscallOp::ring_buffer, "reading drop events", -consumed);
+    if (consumed < 0) return syscall_error(SyscallOp::ring_buffer, "reading drop events", -consumed);
     return static_cast<size_t>(consumed);
 }
 
 Result<std::pair<size_t, size_t>> XdpDataplane::source_counts() {
     size_t cpu_entries = 0, shared_entries = 0;
     if (const int err = for_each_key<sluice_source_key>(bpf_map__fd(skel_->maps.sluice_src_cpu),
-                                                       [&](const sluice_source_key&) { cpu_entries++; }))
+                                                        [&](const sluice_source_key&) { cpu_entries++; }))
         return syscall_error(SyscallOp::map_lookup, "counting sources", err);
     if (const int err = for_each_key<sluice_source_key>(bpf_map__fd(skel_->maps.sluice_src_shr),
-                                                       [&](const sluice_source_key&) { shared_entries++; }))
+                                                        [&](const sluice_source_key&) { shared_entries++; }))
         return syscall_error(SyscallOp::map_lookup, "counting shared sources", err);
     return std::make_pair(cpu_entries, shared_entries);
 }
@@ -429,7 +394,10 @@ Result<size_t> XdpDataplane::collect_idle_sources(uint64_t now_ns) {
         const sluice_class_entry& cls = classes[key.class_id % SLUICE_MAX_CLASSES];
         if (cls.action != SLUICE_ACTION_LIMIT || !cls.per_source.enabled)
             return std::nullopt;  // no longer limited: the entry is stale now
-        const sluice_limit& limit = shared ? cls.per_source.full : cls.per_source.share;
+        // A lease's stamp is its expiry; by a full fill time after it the
+        // shared bucket is full again and the unspent lease is worth nothing.
+        const bool lease = cls.per_source.accuracy == SLUICE_ACCURACY_LEASE;
+        const sluice_limit& limit = shared || lease ? cls.per_source.full : cls.per_source.share;
         return limit.fill_ns + cls.per_source.lease_ttl_ns;
     };
     auto is_idle = [&](const sluice_source_key& key, bool shared, uint64_t last_use) {
@@ -445,37 +413,30 @@ Result<size_t> XdpDataplane::collect_idle_sources(uint64_t now_ns) {
         if (bpf_map_lookup_elem(shared_fd, &key, &bucket) == 0 && is_idle(key, true, bucket.last_ns))
             stale.push_back(key);
     });
-    if (err)
-        return syscall_error(SyscallOp::map_lookup, "listing shared sources", err);
-    for (const auto& key : stale)
-        deleted += bpf_map_delete_elem(shared_fd, &key) == 0;
+    if (err) return syscall_error(SyscallOp::map_lookup, "listing shared sources", err);
+    for (const auto& key : stale) deleted += bpf_map_delete_elem(shared_fd, &key) == 0;
 
     const int cpu_fd = bpf_map__fd(skel_->maps.sluice_src_cpu);
     const size_t stride = percpu_stride(sizeof(sluice_cpu_bucket));
     std::vector<uint8_t> per_cpu(stride * cpus_);
     stale.clear();
     err = for_each_key<sluice_source_key>(cpu_fd, [&](const sluice_source_key& key) {
-        if (bpf_map_lookup_elem(cpu_fd, &key, per_cpu.data()) != 0)
-            return;
+        if (bpf_map_lookup_elem(cpu_fd, &key, per_cpu.data()) != 0) return;
         uint64_t last_use = 0;  // latest refill or lease expiry on any CPU
         for (uint32_t cpu = 0; cpu < cpus_; cpu++) {
             sluice_cpu_bucket b;
             std::memcpy(&b, per_cpu.data() + cpu * stride, sizeof(b));
             last_use = std::max<uint64_t>(last_use, b.stamp_ns);
         }
-        if (is_idle(key, false, last_use))
-            stale.push_back(key);
+        if (is_idle(key, false, last_use)) stale.push_back(key);
     });
-    if (err)
-        return syscall_error(SyscallOp::map_lookup, "listing sources", err);
-    for (const auto& key : stale)
-        deleted += bpf_map_delete_elem(cpu_fd, &key) == 0;
+    if (err) return syscall_error(SyscallOp::map_lookup, "listing sources", err);
+    for (const auto& key : stale) deleted += bpf_map_delete_elem(cpu_fd, &key) == 0;
     return deleted;
 }
 
 Status XdpDataplane::attach(int ifindex, XdpMode mode) {
-    if (links_.count(ifindex))
-        return Error{"interface " + std::to_string(ifindex) + " is already attached"};
+    if (links_.count(ifindex)) return Error{"interface " + std::to_string(ifindex) + " is already attached"};
     LIBBPF_OPTS(bpf_link_create_opts, opts,
                 .flags = static_cast<__u32>(mode == XdpMode::native ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE));
     Fd link(bpf_link_create(program_fd(), ifindex, BPF_XDP, &opts));
@@ -486,8 +447,7 @@ Status XdpDataplane::attach(int ifindex, XdpMode mode) {
                              errno);
     if (!pin_dir_.empty()) {
         const std::string path = link_pin_path(ifindex);
-        if (bpf_obj_pin(link.get(), path.c_str()) != 0)
-            return syscall_error(SyscallOp::pin, "pinning " + path, errno);
+        if (bpf_obj_pin(link.get(), path.c_str()) != 0) return syscall_error(SyscallOp::pin, "pinning " + path, errno);
     }
     links_[ifindex] = std::move(link);
     return ok_status();
@@ -495,8 +455,7 @@ Status XdpDataplane::attach(int ifindex, XdpMode mode) {
 
 Status XdpDataplane::detach(int ifindex) {
     auto it = links_.find(ifindex);
-    if (it == links_.end())
-        return Error{"interface " + std::to_string(ifindex) + " is not attached"};
+    if (it == links_.end()) return Error{"interface " + std::to_string(ifindex) + " is not attached"};
     if (bpf_link_detach(it->second.get()) != 0)
         return syscall_error(SyscallOp::link, "detaching from interface " + std::to_string(ifindex), errno);
     if (!pin_dir_.empty() && unlink(link_pin_path(ifindex).c_str()) != 0 && errno != ENOENT)
@@ -507,8 +466,7 @@ Status XdpDataplane::detach(int ifindex) {
 
 std::vector<int> XdpDataplane::attached_ifindexes() const {
     std::vector<int> out;
-    for (const auto& [ifindex, fd] : links_)
-        out.push_back(ifindex);
+    for (const auto& [ifindex, fd] : links_) out.push_back(ifindex);
     return out;
 }
 

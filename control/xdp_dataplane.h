@@ -42,7 +42,7 @@ struct XdpOptions {
     uint32_t drop_sample_period = 64;
     // bpffs directory for maps and links; empty pins nothing. Existing pins
     // there are re-adopted (and refused if their ABI differs).
-    std::string pin_dir;
+    std::string pin_dir{};
 };
 
 // Failed syscalls, counted by what they were for.
@@ -64,7 +64,7 @@ enum class SyscallOp : uint8_t {
 std::string_view syscall_op_label(SyscallOp op);
 
 class XdpDataplane {
-public:
+  public:
     // Opens and loads the program; with a pin_dir, re-adopts pinned maps and
     // links (a re-adopted link is switched to the new program atomically).
     static Result<std::unique_ptr<XdpDataplane>> open(const XdpOptions& options);
@@ -101,7 +101,7 @@ public:
     uint32_t possible_cpus() const { return cpus_; }
     const std::array<uint64_t, static_cast<size_t>(SyscallOp::count)>& syscall_errors() const { return errors_; }
 
-private:
+  private:
     XdpDataplane() = default;
     Status load(const XdpOptions& options);
     Status check_pinned_maps();
@@ -121,7 +121,7 @@ private:
         void operator()(struct ::ring_buffer* rb) const;
     };
     class Fd {
-    public:
+      public:
         explicit Fd(int fd = -1) : fd_(fd) {}
         ~Fd();
         Fd(Fd&& other) noexcept : fd_(other.release()) {}
@@ -133,7 +133,7 @@ private:
             return fd;
         }
 
-    private:
+      private:
         int fd_;
     };
 

@@ -28,7 +28,7 @@
 namespace sluice::test {
 
 class PacketBuilder {
-public:
+  public:
     using Bytes = std::vector<uint8_t>;
     using Mac = std::array<uint8_t, 6>;
 
@@ -69,8 +69,7 @@ public:
 
     // n bytes of NOP options (a multiple of 4, at most 40); raises IHL.
     PacketBuilder& ipv4_options(size_t n) {
-        if (n % 4 != 0 || n > 40)
-            throw std::invalid_argument("ipv4_options: n must be 0..40, a multiple of 4");
+        if (n % 4 != 0 || n > 40) throw std::invalid_argument("ipv4_options: n must be 0..40, a multiple of 4");
         Layer& l = last({Kind::Ipv4});
         l.bytes.resize(20 + n, 0x01);
         return *this;
@@ -152,8 +151,7 @@ public:
     // n bytes counted in the IP/UDP lengths, a recognisable ramp by default.
     PacketBuilder& payload(size_t n) {
         Layer& l = push(Kind::Payload, n);
-        for (size_t i = 0; i < n; i++)
-            l.bytes[i] = static_cast<uint8_t>(i);
+        for (size_t i = 0; i < n; i++) l.bytes[i] = static_cast<uint8_t>(i);
         return *this;
     }
     PacketBuilder& payload(std::initializer_list<uint8_t> bytes) {
@@ -179,20 +177,16 @@ public:
             Bytes b = render(i);
             out.insert(out.end(), b.begin(), b.end());
         }
-        if (cut_ && *cut_ < out.size())
-            out.resize(*cut_);
+        if (cut_ && *cut_ < out.size()) out.resize(*cut_);
         return out;
     }
 
     // The Internet checksum (RFC 1071) of bytes, as stored in a header.
     static uint16_t checksum(const uint8_t* p, size_t n) {
         uint32_t sum = 0;
-        for (size_t i = 0; i + 1 < n; i += 2)
-            sum += static_cast<uint32_t>(p[i] << 8 | p[i + 1]);
-        if (n % 2)
-            sum += static_cast<uint32_t>(p[n - 1] << 8);
-        while (sum >> 16)
-            sum = (sum & 0xffff) + (sum >> 16);
+        for (size_t i = 0; i + 1 < n; i += 2) sum += static_cast<uint32_t>(p[i] << 8 | p[i + 1]);
+        if (n % 2) sum += static_cast<uint32_t>(p[n - 1] << 8);
+        while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
         return static_cast<uint16_t>(~sum);
     }
 
@@ -203,7 +197,7 @@ public:
         return a;
     }
 
-private:
+  private:
     enum class Kind { Eth, Vlan, Ipv4, Ipv6, Ipv6Frag, Udp, Tcp, Payload, Trailer };
 
     struct Layer {
@@ -224,16 +218,14 @@ private:
     Layer& last(std::initializer_list<Kind> kinds) {
         for (auto it = layers_.rbegin(); it != layers_.rend(); ++it)
             for (Kind k : kinds)
-                if (it->kind == k)
-                    return *it;
+                if (it->kind == k) return *it;
         throw std::logic_error("PacketBuilder: no layer for this setter");
     }
 
     // The type field of layer i, from the layer after it unless overridden.
     uint16_t next_type(size_t i) const {
         const Layer& l = layers_[i];
-        if (l.next)
-            return *l.next;
+        if (l.next) return *l.next;
         const bool l2 = l.kind == Kind::Eth || l.kind == Kind::Vlan;
         if (i + 1 < layers_.size()) {
             const Layer& n = layers_[i + 1];
@@ -261,8 +253,7 @@ private:
     size_t inner_len(size_t i) const {
         size_t n = 0;
         for (size_t j = i + 1; j < layers_.size(); j++)
-            if (layers_[j].kind != Kind::Trailer)
-                n += layers_[j].bytes.size();
+            if (layers_[j].kind != Kind::Trailer) n += layers_[j].bytes.size();
         return n;
     }
 

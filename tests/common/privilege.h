@@ -24,22 +24,20 @@ inline bool privileged_suites_required() {
 
 // Why BPF tests cannot run here, or nothing if they can.
 inline std::optional<std::string> missing_bpf_privilege() {
-    if (geteuid() != 0)
-        return "needs root (BPF maps, programs and BPF_PROG_TEST_RUN)";
+    if (geteuid() != 0) return "needs root (BPF maps, programs and BPF_PROG_TEST_RUN)";
     const int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sluice_probe", 4, 8, 1, nullptr);
-    if (fd < 0)
-        return std::string("bpf() unavailable: ") + std::strerror(errno);
+    if (fd < 0) return std::string("bpf() unavailable: ") + std::strerror(errno);
     close(fd);
     return std::nullopt;
 }
 
 }  // namespace sluice::test
 
-#define SLUICE_REQUIRE_BPF()                                                                  \
-    do {                                                                                      \
-        if (const auto sluice_missing = ::sluice::test::missing_bpf_privilege()) {            \
-            if (::sluice::test::privileged_suites_required())                                 \
+#define SLUICE_REQUIRE_BPF()                                                                     \
+    do {                                                                                         \
+        if (const auto sluice_missing = ::sluice::test::missing_bpf_privilege()) {               \
+            if (::sluice::test::privileged_suites_required())                                    \
                 FAIL() << "SLUICE_REQUIRE_PRIVILEGED is set but this suite " << *sluice_missing; \
-            GTEST_SKIP() << "skipped: " << *sluice_missing;                                   \
-        }                                                                                     \
+            GTEST_SKIP() << "skipped: " << *sluice_missing;                                      \
+        }                                                                                        \
     } while (0)

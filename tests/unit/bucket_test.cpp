@@ -50,8 +50,7 @@ ArrivalLog run_random_arrivals(std::mt19937_64& rng, const Scenario& s, size_t p
     uint64_t now = kT0;
     run.first_ns = now;
     for (size_t i = 0; i < packets; i++) {
-        if (!back_to_back(rng))
-            now += static_cast<uint64_t>(gap(rng) * static_cast<double>(earn_ns(s)));
+        if (!back_to_back(rng)) now += static_cast<uint64_t>(gap(rng) * static_cast<double>(earn_ns(s)));
         const uint64_t c = cost(rng);
         if (sluice_bucket_consume(&bucket, &level.share, c * SLUICE_NANO, now)) {
             run.admitted.push_back({now, c});
@@ -99,8 +98,7 @@ TEST_P(RandomArrivals, SaturatingSenderGetsAtLeast99PercentOfBound) {
         uint64_t now = kT0;
         for (; now <= kT0 + window; now += interval) {
             const uint64_t c = cost(rng);
-            if (sluice_bucket_consume(&bucket, &level.share, c * SLUICE_NANO, now))
-                admitted += c;
+            if (sluice_bucket_consume(&bucket, &level.share, c * SLUICE_NANO, now)) admitted += c;
         }
         const double bound = static_cast<double>(s.burst) +
                              static_cast<double>(s.rate) * static_cast<double>(now - interval - kT0) / 1e9;
@@ -120,8 +118,7 @@ INSTANTIATE_TEST_SUITE_P(Seeds, RandomArrivals,
 TEST(Bucket, NewBucketStartsFull) {
     sluice_level_limit level = make_level(10, 5);
     sluice_cpu_bucket bucket{};
-    for (int i = 0; i < 5; i++)
-        EXPECT_TRUE(sluice_bucket_consume(&bucket, &level.share, SLUICE_NANO, kT0)) << i;
+    for (int i = 0; i < 5; i++) EXPECT_TRUE(sluice_bucket_consume(&bucket, &level.share, SLUICE_NANO, kT0)) << i;
     EXPECT_FALSE(sluice_bucket_consume(&bucket, &level.share, SLUICE_NANO, kT0));
 }
 
@@ -211,8 +208,7 @@ TEST(Bucket, LoweredBurstClampsSavedTokens) {
     sluice_bucket_refill(&bucket, &big.share, kT0);
     EXPECT_EQ(bucket.tokens_nano, 100 * SLUICE_NANO);
     int admitted = 0;
-    while (sluice_bucket_consume(&bucket, &small.share, SLUICE_NANO, kT0))
-        admitted++;
+    while (sluice_bucket_consume(&bucket, &small.share, SLUICE_NANO, kT0)) admitted++;
     EXPECT_EQ(admitted, 4);
 }
 

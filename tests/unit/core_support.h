@@ -55,10 +55,10 @@ struct Admission {
 // burst + rate*T (+ extra) across every window [t_i, t_j] of the log; <= 0
 // means the bound holds everywhere. Windows that start and end on admissions
 // are the tightest, and a running minimum makes the check linear.
-inline int128 worst_window_excess(const std::vector<Admission>& log, uint64_t rate_per_s,
-                                  uint64_t burst, uint64_t extra_nano = 0) {
+inline int128 worst_window_excess(const std::vector<Admission>& log, uint64_t rate_per_s, uint64_t burst,
+                                  uint64_t extra_nano = 0) {
     const int128 burst_nano = static_cast<int128>(burst) * SLUICE_NANO + extra_nano;
-    int128 prefix = 0;                      // admitted nano-units before the current entry
+    int128 prefix = 0;                                  // admitted nano-units before the current entry
     int128 best_start = static_cast<int128>(1) << 120;  // min over i <= j of prefix(i-1) - rate*t_i
     int128 worst = -burst_nano;
     for (const Admission& a : log) {
@@ -70,8 +70,6 @@ inline int128 worst_window_excess(const std::vector<Admission>& log, uint64_t ra
     return worst;
 }
 
-inline std::string describe(int128 v) {
-    return std::to_string(static_cast<long double>(v));
-}
+inline std::string describe(int128 v) { return std::to_string(static_cast<long double>(v)); }
 
 }  // namespace sluice::test

@@ -21,8 +21,7 @@ struct Levels {
 
     sluice_decision offer(uint32_t frame_len, uint64_t now) {
         sluice_level_ref refs[SLUICE_LEVEL_COUNT];
-        for (int i = 0; i < SLUICE_LEVEL_COUNT; i++)
-            refs[i] = {&limit[i], &cpu[i], &shared[i]};
+        for (int i = 0; i < SLUICE_LEVEL_COUNT; i++) refs[i] = {&limit[i], &cpu[i], &shared[i]};
         return sluice_decide(refs, frame_len, now);
     }
     // Tokens a level holds on this CPU and behind it: leases move tokens
@@ -43,8 +42,7 @@ class Composition : public ::testing::TestWithParam<Accuracy> {};
 TEST_P(Composition, AdmittedPacketSpendsAtEveryLevel) {
     Levels l = three_levels(5, 5, 5, GetParam());
     ASSERT_EQ(l.offer(64, kT0).verdict, SLUICE_VERDICT_PASS);
-    for (int level = 0; level < SLUICE_LEVEL_COUNT; level++)
-        EXPECT_EQ(l.held(level), 4 * SLUICE_NANO) << level;
+    for (int level = 0; level < SLUICE_LEVEL_COUNT; level++) EXPECT_EQ(l.held(level), 4 * SLUICE_NANO) << level;
 }
 
 TEST_P(Composition, EachLevelRefusesAndIsReported) {
@@ -71,8 +69,7 @@ TEST_P(Composition, RefusedPacketSpendsNothingAnywhere) {
     // The global ceiling is the tightest: once it refuses, the source and
     // class levels must keep every token they had.
     Levels l = three_levels(100, 100, 3, GetParam());
-    for (int i = 0; i < 3; i++)
-        ASSERT_EQ(l.offer(64, kT0).verdict, SLUICE_VERDICT_PASS);
+    for (int i = 0; i < 3; i++) ASSERT_EQ(l.offer(64, kT0).verdict, SLUICE_VERDICT_PASS);
     const uint64_t source_before = l.held(SLUICE_LEVEL_SOURCE), class_before = l.held(SLUICE_LEVEL_CLASS);
     for (int i = 0; i < 1000; i++) {
         const sluice_decision d = l.offer(64, kT0);
@@ -125,8 +122,7 @@ TEST(Decide, DisabledOrMissingLevelsAdmit) {
     sluice_level_limit off{};
     sluice_cpu_bucket cpu{};
     sluice_level_ref refs[SLUICE_LEVEL_COUNT] = {{nullptr, nullptr, nullptr}, {&off, &cpu, nullptr}, {}};
-    for (int i = 0; i < 100; i++)
-        EXPECT_EQ(sluice_decide(refs, 1500, kT0).reason, SLUICE_REASON_ADMITTED);
+    for (int i = 0; i < 100; i++) EXPECT_EQ(sluice_decide(refs, 1500, kT0).reason, SLUICE_REASON_ADMITTED);
 }
 
 TEST(Decide, EachLevelChargesInItsOwnUnit) {
@@ -135,8 +131,7 @@ TEST(Decide, EachLevelChargesInItsOwnUnit) {
     l.limit[SLUICE_LEVEL_CLASS] = make_level(1, 100, Unit::packets);
     l.limit[SLUICE_LEVEL_GLOBAL] = make_level(1, 10'000, Unit::bytes);  // 6 frames of 1500
     int admitted = 0;
-    for (int i = 0; i < 10; i++)
-        admitted += l.offer(1500, kT0).verdict == SLUICE_VERDICT_PASS;
+    for (int i = 0; i < 10; i++) admitted += l.offer(1500, kT0).verdict == SLUICE_VERDICT_PASS;
     EXPECT_EQ(admitted, 6);
     EXPECT_EQ(l.held(SLUICE_LEVEL_GLOBAL), (10'000 - 6 * 1500) * SLUICE_NANO);
     EXPECT_EQ(l.held(SLUICE_LEVEL_SOURCE), 94 * SLUICE_NANO);
@@ -205,9 +200,7 @@ sluice_source_key key_for(const char* address, uint8_t prefix_v4, uint8_t prefix
     return key;
 }
 
-bool same_key(const sluice_source_key& a, const sluice_source_key& b) {
-    return std::memcmp(&a, &b, sizeof(a)) == 0;
-}
+bool same_key(const sluice_source_key& a, const sluice_source_key& b) { return std::memcmp(&a, &b, sizeof(a)) == 0; }
 
 TEST(SourceKey, Ipv6SlashSixtyFourSharesOneKey) {
     EXPECT_TRUE(same_key(key_for("2001:db8:1:2::1", 32, 64), key_for("2001:db8:1:2:ffff:1:2:3", 32, 64)));
@@ -236,15 +229,13 @@ TEST(Abi, CounterIndexCoversEveryClassVerdictReasonOnce) {
     std::vector<int> seen(SLUICE_COUNTER_SLOTS, 0);
     for (uint32_t c = 0; c < SLUICE_MAX_CLASSES; c++)
         for (uint32_t v = 0; v < SLUICE_VERDICT_COUNT; v++)
-            for (uint32_t r = 0; r < SLUICE_REASON_COUNT; r++)
-                seen.at(sluice_counter_index(c, v, r))++;
+            for (uint32_t r = 0; r < SLUICE_REASON_COUNT; r++) seen.at(sluice_counter_index(c, v, r))++;
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(SLUICE_COUNTER_SLOTS));
 }
 
 TEST(Abi, EveryVerdictAndReasonHasADistinctName) {
     std::set<std::string> names;
-    for (uint32_t r = 0; r < SLUICE_REASON_COUNT; r++)
-        names.insert(std::string(reason_label(r)));
+    for (uint32_t r = 0; r < SLUICE_REASON_COUNT; r++) names.insert(std::string(reason_label(r)));
     EXPECT_EQ(names.size(), static_cast<size_t>(SLUICE_REASON_COUNT));
     EXPECT_EQ(names.count("unknown"), 0u);
     EXPECT_EQ(verdict_label(SLUICE_VERDICT_PASS), "pass");

@@ -22,8 +22,7 @@ struct Cluster {
     }
     uint64_t held_nano() const {
         uint64_t sum = shared.tokens_nano;
-        for (const auto& c : cpus)
-            sum += c.tokens_nano;
+        for (const auto& c : cpus) sum += c.tokens_nano;
         return sum;
     }
 };
@@ -56,8 +55,7 @@ TEST_P(LeaseCpus, AdmittedStaysWithinBurstPlusRateTPlusNTimesLease) {
         uint64_t now = kT0;
         for (int i = 0; i < 20'000; i++) {
             now += static_cast<uint64_t>(gap(rng) * earn);
-            if (c.offer(pick_cpu(rng), 64, now).verdict == SLUICE_VERDICT_PASS)
-                log.push_back({now, 1});
+            if (c.offer(pick_cpu(rng), 64, now).verdict == SLUICE_VERDICT_PASS) log.push_back({now, 1});
         }
         const uint64_t extra = n * c.level.lease_nano;
         const int128 excess = worst_window_excess(log, rate, burst, extra);
@@ -82,8 +80,7 @@ TEST_P(LeaseCpus, TokensAreConservedThroughLeasesSpendsAndExpiry) {
     spent_nano += SLUICE_NANO;
     for (int i = 0; i < 50'000; i++) {
         now += step(rng);
-        if (c.offer(pick_cpu(rng), 64, now).verdict == SLUICE_VERDICT_PASS)
-            spent_nano += SLUICE_NANO;
+        if (c.offer(pick_cpu(rng), 64, now).verdict == SLUICE_VERDICT_PASS) spent_nano += SLUICE_NANO;
         const uint64_t refilled = c.shared.last_ns - kT0;
         ASSERT_EQ(c.held_nano() + spent_nano, 1'000'000 * SLUICE_NANO + refilled) << "step " << i;
     }
@@ -105,18 +102,15 @@ INSTANTIATE_TEST_SUITE_P(Cpus, LeaseCpus, ::testing::Values(1u, 2u, 4u, 16u, 64u
 TEST(Lease, SecondCpuTakesFromTheSameSharedBucket) {
     Cluster c(lease_level(1, 10, 2, 3), 2);
     int admitted = 0;
-    for (int i = 0; i < 20; i++)
-        admitted += c.offer(i % 2, 64, kT0).verdict == SLUICE_VERDICT_PASS;
+    for (int i = 0; i < 20; i++) admitted += c.offer(i % 2, 64, kT0).verdict == SLUICE_VERDICT_PASS;
     EXPECT_EQ(admitted, 10);  // one bucket of 10, whatever CPU asks
     EXPECT_EQ(c.held_nano(), 0u);
 }
 
 TEST(Lease, RefusedShortfallMovesNothing) {
     Cluster c(lease_level(1, 10, 2, 4), 2);
-    for (int i = 0; i < 4; i++)
-        ASSERT_EQ(c.offer(0, 64, kT0).verdict, SLUICE_VERDICT_PASS);  // cpu0 spent its lease
-    for (int i = 0; i < 6; i++)
-        ASSERT_EQ(c.offer(1, 64, kT0).verdict, SLUICE_VERDICT_PASS);  // cpu1: 4 + 2 more
+    for (int i = 0; i < 4; i++) ASSERT_EQ(c.offer(0, 64, kT0).verdict, SLUICE_VERDICT_PASS);  // cpu0 spent its lease
+    for (int i = 0; i < 6; i++) ASSERT_EQ(c.offer(1, 64, kT0).verdict, SLUICE_VERDICT_PASS);  // cpu1: 4 + 2 more
     const sluice_shared_bucket before = c.shared;
     EXPECT_EQ(c.offer(0, 64, kT0).verdict, SLUICE_VERDICT_DROP);
     EXPECT_EQ(c.shared.tokens_nano, before.tokens_nano);
@@ -136,8 +130,7 @@ TEST(Lease, ExpiredLeaseIsNotSpentAndGoesBack) {
 
 TEST(Lease, ClockRegressionNeitherMintsNorExpires) {
     Cluster c(lease_level(1'000, 10, 1, 2), 1);
-    for (int i = 0; i < 10; i++)
-        ASSERT_EQ(c.offer(0, 64, kT0 + 10 * kSecond).verdict, SLUICE_VERDICT_PASS);
+    for (int i = 0; i < 10; i++) ASSERT_EQ(c.offer(0, 64, kT0 + 10 * kSecond).verdict, SLUICE_VERDICT_PASS);
     EXPECT_EQ(c.offer(0, 64, kT0).verdict, SLUICE_VERDICT_DROP);
     EXPECT_EQ(c.shared.last_ns, kT0 + 10 * kSecond);
     EXPECT_EQ(c.held_nano(), 0u);
@@ -148,13 +141,11 @@ TEST(Lease, AccuracySwitchReusesStateWithoutMinting) {
     sluice_level_limit split = make_level(2, 8, Unit::packets, Accuracy::split, 2);
     sluice_level_limit lease = make_level(2, 8, Unit::packets, Accuracy::lease, 2);
     Cluster c(split, 2);
-    for (int i = 0; i < 4; i++)
-        ASSERT_EQ(c.offer(0, 64, kT0).verdict, SLUICE_VERDICT_PASS);
+    for (int i = 0; i < 4; i++) ASSERT_EQ(c.offer(0, 64, kT0).verdict, SLUICE_VERDICT_PASS);
     c.offer(1, 64, kT0);  // cpu1 keeps 3 of its 4 split tokens
     c.level = lease;
     int admitted = 0;
-    for (int i = 0; i < 20; i++)
-        admitted += c.offer(i % 2, 64, kT0 + 1).verdict == SLUICE_VERDICT_PASS;
+    for (int i = 0; i < 20; i++) admitted += c.offer(i % 2, 64, kT0 + 1).verdict == SLUICE_VERDICT_PASS;
     // The shared bucket starts full (8) and cpu1's 3 stale tokens return into
     // it (clamped at burst): the switch can hand out what the CPUs held, once,
     // and mints nothing beyond it.

@@ -36,8 +36,7 @@ struct Parsed {
 
 Parsed parse(const std::vector<uint8_t>& frame) {
     std::unique_ptr<uint8_t[]> buf(new uint8_t[frame.size()]);
-    if (!frame.empty())
-        std::memcpy(buf.get(), frame.data(), frame.size());
+    if (!frame.empty()) std::memcpy(buf.get(), frame.data(), frame.size());
     Parsed p;
     std::memset(&p.pkt, 0xa5, sizeof(p.pkt));  // stale garbage: parse must overwrite all of it
     p.ret = sluice_parse(buf.get(), buf.get() + frame.size(), &p.pkt);
@@ -63,8 +62,7 @@ void check_ok(const Parsed& p, uint8_t family, uint8_t vlan_depth, uint32_t fram
 
 // Anything else: no family, no source.
 void check_status(const Parsed& p, uint8_t status, uint8_t vlan_depth, uint32_t frame_len) {
-    EXPECT_EQ(p.ret, status) << "got " << parse_status_label(p.ret) << ", want "
-                             << parse_status_label(status);
+    EXPECT_EQ(p.ret, status) << "got " << parse_status_label(p.ret) << ", want " << parse_status_label(status);
     EXPECT_EQ(p.pkt.status, status);
     EXPECT_EQ(p.pkt.family, 0);
     EXPECT_EQ(p.pkt.vlan_depth, vlan_depth);
@@ -85,19 +83,13 @@ void check_status(const Parsed& p, uint8_t status, uint8_t vlan_depth, uint32_t 
         check_status(__VA_ARGS__);        \
     } while (0)
 
-PacketBuilder ipv4_udp() {
-    return std::move(PacketBuilder().eth().ipv4(kSrc4, kDst4).udp(1234, 53).payload(32));
-}
+PacketBuilder ipv4_udp() { return std::move(PacketBuilder().eth().ipv4(kSrc4, kDst4).udp(1234, 53).payload(32)); }
 
-PacketBuilder ipv6_udp() {
-    return std::move(PacketBuilder().eth().ipv6(kSrc6, kDst6).udp(1234, 53).payload(32));
-}
+PacketBuilder ipv6_udp() { return std::move(PacketBuilder().eth().ipv6(kSrc6, kDst6).udp(1234, 53).payload(32)); }
 
 // ---- well-formed IP ---------------------------------------------------------
 
-TEST(Parse, Ipv4) {
-    EXPECT_PARSED_OK(parse(ipv4_udp().build()), SLUICE_FAMILY_IPV4, 0, 14 + 20 + 8 + 32, kSrc4);
-}
+TEST(Parse, Ipv4) { EXPECT_PARSED_OK(parse(ipv4_udp().build()), SLUICE_FAMILY_IPV4, 0, 14 + 20 + 8 + 32, kSrc4); }
 
 TEST(Parse, Ipv4MinimalHeaderOnly) {
     const auto f = PacketBuilder().eth().ipv4(kSrc4, kDst4).build();
@@ -132,9 +124,7 @@ TEST(Parse, Ipv4EthernetPaddingIsFine) {
     EXPECT_PARSED_OK(parse(f), SLUICE_FAMILY_IPV4, 0, 60, kSrc4);
 }
 
-TEST(Parse, Ipv6) {
-    EXPECT_PARSED_OK(parse(ipv6_udp().build()), SLUICE_FAMILY_IPV6, 0, 14 + 40 + 8 + 32, kSrc6);
-}
+TEST(Parse, Ipv6) { EXPECT_PARSED_OK(parse(ipv6_udp().build()), SLUICE_FAMILY_IPV6, 0, 14 + 40 + 8 + 32, kSrc6); }
 
 TEST(Parse, Ipv6FragmentHeaderCarriesSource) {
     const auto first = PacketBuilder().eth().ipv6(kSrc6, kDst6).fragment(0, true).udp(1, 2).payload(32).build();
@@ -205,9 +195,7 @@ TEST(Parse, VlanTagCutOff) {
 
 // ---- short Ethernet and non-IP ------------------------------------------------
 
-TEST(Parse, EmptyFrame) {
-    EXPECT_PARSED(parse({}), SLUICE_PARSE_TRUNCATED_ETHERNET, 0, 0);
-}
+TEST(Parse, EmptyFrame) { EXPECT_PARSED(parse({}), SLUICE_PARSE_TRUNCATED_ETHERNET, 0, 0); }
 
 TEST(Parse, ThirteenBytes) {
     const auto f = ipv4_udp().truncate(13).build();
@@ -251,13 +239,9 @@ TEST(Parse, QinQMplsIsNonIp) {
 
 // ---- malformed IPv4 -----------------------------------------------------------
 
-TEST(Parse, Ipv4IhlZero) {
-    EXPECT_PARSED(parse(ipv4_udp().ihl(0).build()), SLUICE_PARSE_BAD_IPV4_IHL, 0, 74);
-}
+TEST(Parse, Ipv4IhlZero) { EXPECT_PARSED(parse(ipv4_udp().ihl(0).build()), SLUICE_PARSE_BAD_IPV4_IHL, 0, 74); }
 
-TEST(Parse, Ipv4IhlFour) {
-    EXPECT_PARSED(parse(ipv4_udp().ihl(4).build()), SLUICE_PARSE_BAD_IPV4_IHL, 0, 74);
-}
+TEST(Parse, Ipv4IhlFour) { EXPECT_PARSED(parse(ipv4_udp().ihl(4).build()), SLUICE_PARSE_BAD_IPV4_IHL, 0, 74); }
 
 TEST(Parse, Ipv4WrongVersion) {
     for (const uint8_t v : {0, 5, 6, 15}) {
@@ -348,12 +332,9 @@ void every_truncation(const std::vector<uint8_t>& full, uint8_t family, const ch
 TEST(ParseTruncation, Ipv4EveryLength) {
     const auto full = ipv4_udp().build();
     every_truncation(full, SLUICE_FAMILY_IPV4, kSrc4, [&](size_t len) {
-        if (len < 14)
-            return std::pair{SLUICE_PARSE_TRUNCATED_ETHERNET, 0};
-        if (len < 34)
-            return std::pair{SLUICE_PARSE_TRUNCATED_IPV4, 0};
-        if (len < full.size())
-            return std::pair{SLUICE_PARSE_BAD_IPV4_TOTAL_LENGTH, 0};
+        if (len < 14) return std::pair{SLUICE_PARSE_TRUNCATED_ETHERNET, 0};
+        if (len < 34) return std::pair{SLUICE_PARSE_TRUNCATED_IPV4, 0};
+        if (len < full.size()) return std::pair{SLUICE_PARSE_BAD_IPV4_TOTAL_LENGTH, 0};
         return std::pair{SLUICE_PARSE_OK, 0};
     });
 }
@@ -361,14 +342,10 @@ TEST(ParseTruncation, Ipv4EveryLength) {
 TEST(ParseTruncation, Ipv4WithOptionsEveryLength) {
     const auto full = PacketBuilder().eth().ipv4(kSrc4, kDst4).ipv4_options(12).udp(1, 2).payload(8).build();
     every_truncation(full, SLUICE_FAMILY_IPV4, kSrc4, [&](size_t len) {
-        if (len < 14)
-            return std::pair{SLUICE_PARSE_TRUNCATED_ETHERNET, 0};
-        if (len < 34)
-            return std::pair{SLUICE_PARSE_TRUNCATED_IPV4, 0};
-        if (len < 46)
-            return std::pair{SLUICE_PARSE_TRUNCATED_IPV4_OPTIONS, 0};
-        if (len < full.size())
-            return std::pair{SLUICE_PARSE_BAD_IPV4_TOTAL_LENGTH, 0};
+        if (len < 14) return std::pair{SLUICE_PARSE_TRUNCATED_ETHERNET, 0};
+        if (len < 34) return std::pair{SLUICE_PARSE_TRUNCATED_IPV4, 0};
+        if (len < 46) return std::pair{SLUICE_PARSE_TRUNCATED_IPV4_OPTIONS, 0};
+        if (len < full.size()) return std::pair{SLUICE_PARSE_BAD_IPV4_TOTAL_LENGTH, 0};
         return std::pair{SLUICE_PARSE_OK, 0};
     });
 }
@@ -376,12 +353,9 @@ TEST(ParseTruncation, Ipv4WithOptionsEveryLength) {
 TEST(ParseTruncation, Ipv6EveryLength) {
     const auto full = ipv6_udp().build();
     every_truncation(full, SLUICE_FAMILY_IPV6, kSrc6, [&](size_t len) {
-        if (len < 14)
-            return std::pair{SLUICE_PARSE_TRUNCATED_ETHERNET, 0};
-        if (len < 54)
-            return std::pair{SLUICE_PARSE_TRUNCATED_IPV6, 0};
-        if (len < full.size())
-            return std::pair{SLUICE_PARSE_BAD_IPV6_PAYLOAD_LENGTH, 0};
+        if (len < 14) return std::pair{SLUICE_PARSE_TRUNCATED_ETHERNET, 0};
+        if (len < 54) return std::pair{SLUICE_PARSE_TRUNCATED_IPV6, 0};
+        if (len < full.size()) return std::pair{SLUICE_PARSE_BAD_IPV6_PAYLOAD_LENGTH, 0};
         return std::pair{SLUICE_PARSE_OK, 0};
     });
 }
@@ -390,16 +364,11 @@ TEST(ParseTruncation, QinQEveryLength) {
     const auto full =
         PacketBuilder().eth().vlan(0x88a8, 10).vlan(0x8100, 20).ipv4(kSrc4, kDst4).udp(1234, 53).payload(32).build();
     every_truncation(full, SLUICE_FAMILY_IPV4, kSrc4, [&](size_t len) {
-        if (len < 14)
-            return std::pair{SLUICE_PARSE_TRUNCATED_ETHERNET, 0};
-        if (len < 18)
-            return std::pair{SLUICE_PARSE_TRUNCATED_VLAN, 0};
-        if (len < 22)
-            return std::pair{SLUICE_PARSE_TRUNCATED_VLAN, 1};
-        if (len < 42)
-            return std::pair{SLUICE_PARSE_TRUNCATED_IPV4, 2};
-        if (len < full.size())
-            return std::pair{SLUICE_PARSE_BAD_IPV4_TOTAL_LENGTH, 2};
+        if (len < 14) return std::pair{SLUICE_PARSE_TRUNCATED_ETHERNET, 0};
+        if (len < 18) return std::pair{SLUICE_PARSE_TRUNCATED_VLAN, 0};
+        if (len < 22) return std::pair{SLUICE_PARSE_TRUNCATED_VLAN, 1};
+        if (len < 42) return std::pair{SLUICE_PARSE_TRUNCATED_IPV4, 2};
+        if (len < full.size()) return std::pair{SLUICE_PARSE_BAD_IPV4_TOTAL_LENGTH, 2};
         return std::pair{SLUICE_PARSE_OK, 2};
     });
 }
@@ -418,8 +387,7 @@ TEST(ParseTruncation, RandomFramesStayInBounds) {
     std::array<int, SLUICE_PARSE_STATUS_COUNT> seen{};
     for (int i = 0; i < 20000; i++) {
         std::vector<uint8_t> f(next() % 120);
-        for (auto& b : f)
-            b = static_cast<uint8_t>(next());
+        for (auto& b : f) b = static_cast<uint8_t>(next());
         for (size_t off = 12; off + 2 <= f.size() && off <= 20; off += 4) {
             const uint16_t t = types[next() % 6];
             f[off] = static_cast<uint8_t>(t >> 8);
@@ -451,8 +419,7 @@ TEST(ParseTruncation, RandomFramesStayInBounds) {
         }
     }
     // The steering reaches every outcome, so the run covers every path.
-    for (uint32_t s = 0; s < SLUICE_PARSE_STATUS_COUNT; s++)
-        EXPECT_GT(seen[s], 0) << parse_status_label(s);
+    for (uint32_t s = 0; s < SLUICE_PARSE_STATUS_COUNT; s++) EXPECT_GT(seen[s], 0) << parse_status_label(s);
 }
 
 // ---- names and predicates -------------------------------------------------------

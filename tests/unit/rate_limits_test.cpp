@@ -10,8 +10,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-LevelSettings settings(uint64_t rate, uint64_t burst, Unit unit = Unit::packets,
-                       Accuracy accuracy = Accuracy::lease, uint32_t cpus = 4) {
+LevelSettings settings(uint64_t rate, uint64_t burst, Unit unit = Unit::packets, Accuracy accuracy = Accuracy::lease,
+                       uint32_t cpus = 4) {
     LevelSettings s;
     s.limit = {rate, burst, unit};
     s.accuracy = accuracy;
@@ -43,9 +43,7 @@ TEST(Limits, ZeroRateIsRefusedWithAHint) {
     EXPECT_THAT(e, HasSubstr("action = \"drop\""));
 }
 
-TEST(Limits, ZeroBurstIsRefused) {
-    EXPECT_THAT(error_of(settings(10, 0)), HasSubstr("burst is 0"));
-}
+TEST(Limits, ZeroBurstIsRefused) { EXPECT_THAT(error_of(settings(10, 0)), HasSubstr("burst is 0")); }
 
 TEST(Limits, ValuesPastTheMaximaAreRefused) {
     EXPECT_THAT(error_of(settings(SLUICE_RATE_MAX + 1, 10)), HasSubstr("exceeds the maximum of 100000000000"));
@@ -74,8 +72,7 @@ TEST(Limits, LargestFrameMustBeChargeable) {
 TEST(Limits, SplitSharesThatCannotAdmitArePointedOut) {
     EXPECT_THAT(error_of(settings(3, 100, Unit::packets, Accuracy::split, 4)),
                 HasSubstr("rate of 3/4 = 0 packets per second; raise rate to at least 4"));
-    EXPECT_THAT(error_of(settings(100, 3, Unit::packets, Accuracy::split, 4)),
-                HasSubstr("raise burst to at least 4"));
+    EXPECT_THAT(error_of(settings(100, 3, Unit::packets, Accuracy::split, 4)), HasSubstr("raise burst to at least 4"));
 }
 
 TEST(Limits, SplitDividesRateAndBurstPerCpu) {

@@ -175,14 +175,18 @@ SLUICE_INLINE struct sluice_decision sluice_decide_table_full(const struct sluic
 
 /* ---- source keys -------------------------------------------------------------- */
 
-/* Keep the first `bits` bits of one address byte. */
-SLUICE_INLINE __u8 sluice_mask_byte(__u8 byte, int bits)
+/* Network-order mask of the first `bits` (0..64) bits of a 64-bit word. */
+SLUICE_INLINE __u64 sluice_prefix_mask64(int bits)
 {
+	__u64 mask;
+
 	if (bits <= 0)
 		return 0;
-	if (bits >= 8)
-		return byte;
-	return byte & (__u8)(0xff << (8 - bits));
+	mask = bits >= 64 ? ~0ULL : ~0ULL << (64 - bits);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	mask = __builtin_bswap64(mask);
+#endif
+	return mask;
 }
 
 /* The source-level key of a parsed packet in a class: the source address cut
@@ -192,14 +196,17 @@ SLUICE_INLINE void sluice_source_key_make(struct sluice_source_key *key,
 					  const struct sluice_class_entry *cls)
 {
 	int prefix = pkt->family == SLUICE_FAMILY_IPV4 ? cls->prefix_v4 : cls->prefix_v6;
-	int i;
+	__u64 hi, lo;
 
+	__builtin_memcpy(&hi, pkt->src, 8);
+	__builtin_memcpy(&lo, pkt->src + 8, 8);
+	hi &= sluice_prefix_mask64(prefix);
+	lo &= sluice_prefix_mask64(prefix - 64);
 	__builtin_memset(key, 0, sizeof(*key));
 	key->class_id = cls->class_id;
 	key->family = pkt->family;
-	SLUICE_UNROLL
-	for (i = 0; i < 16; i++)
-		key->addr[i] = sluice_mask_byte(pkt->src[i], prefix - 8 * i);
+	__builtin_memcpy(key->addr, &hi, 8);
+	__builtin_memcpy(key->addr + 8, &lo, 8);
 }
 
 #endif /* SLUICE_DECIDE_H */

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: Apache-2.0
+// Sampled drop events from the real program: one drop in `period` becomes a
+// ring buffer event that names the source and stands for `period` drops.
+#include <gtest/gtest.h>
+
+#include "xdp_fixture.h"
+
+namespace sluice::test {
+namespace {
+
+constexpr uint32_t kPeriod = 16;
+
+class XdpDropEvents : public XdpTest {
+  protected:
+    XdpOptions options() const override {
+        return XdpOptions{
+            .test_clock = true, .source_capacity = kTestCapacity, .drop_sample_period = kPeriod, .pin_dir = {}};
+    }
+    // The per-CPU sampler starts at 0 only in a new dataplane.
+    bool fresh_dataplane() const override { return true; }
+};
+
+TEST_F(XdpDropEvents, FloodPastTheBurstSendsOneEventPerPeriod) {
+    apply(policy().add({.id = 5, .per_source = Limit{.rate = 1, .burst = 3}}).build());
+    const Bytes frame = udp_from("192.0.2.99");
+    EXPECT_EQ(run(frame, 1000), static_cast<uint32_t>(XDP_DROP));
+    const uint64_t drops = counts().packets(5, kDrop, SLUICE_REASON_SOURCE);
+    ASSERT_EQ(drops, 997u);
+
+    const auto events = drain_events();
+    // The sampler counts drops per CPU from 0 and samples the first of
+    // every period: on one CPU that is exactly ceil(drops / period).
+    EXPECT_EQ(events.size(), (drops + kPeriod - 1) / kPeriod);
+    EXPECT_LE(events.size(), drops / kPeriod + cpus_);
+    EXPECT_GE(events.size(), 1u);
+    EXPECT_EQ(stat(SLUICE_STAT_DROP_EVENTS_SENT), events.size());
+    EXPECT_EQ(stat(SLUICE_STAT_DROP_EVENTS_LOST), 0u);
+
+    const auto addr = PacketBuilder::address("192.0.2.99");
+    for (const auto& e : events) {
+        EXPECT_EQ(e.source.class_id, 5u);
+        EXPECT_EQ(e.source.family, SLUICE_FAMILY_IPV4);
+        EXPECT_EQ(std::memcmp(e.source.addr, addr.data(), sizeof(e.source.addr)), 0);
+        EXPECT_EQ(e.reason, SLUICE_REASON_SOURCE);
+        EXPECT_EQ(e.weight, kPeriod);
+        EXPECT_EQ(e.frame_len, frame.size());
+        EXPECT_EQ(e.time_ns, t0_);
+    }
+    // Drained: nothing left.
+    EXPECT_TRUE(drain_events().empty());
+}
+
+TEST_F(XdpDropEvents, EventsCarryTheReasonAndTheAggregatedSource) {
+    apply(policy()
+              .add({.id = 1, .per_source = Limit{.rate = 1, .burst = 1}})
+              .add({.id = 2, .action = SLUICE_ACTION_DROP})
+              .prefix("2001:db8:bad::/48", 2)
+              .build());
+    // The sampler counts every drop on a CPU whatever its reason: 16 DENY
+    // drops (the first sampled) put the next drop at the start of a period.
+    EXPECT_EQ(run(udp_from("2001:db8:bad:1:2:3:4:5"), kPeriod), static_cast<uint32_t>(XDP_DROP));
+    EXPECT_EQ(verdicts(udp_from("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), 2), "PD");
+
+    const auto events = drain_events();
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_EQ(events[0].reason, SLUICE_REASON_DENY);
+    EXPECT_EQ(events[0].source.class_id, 2u);
+    EXPECT_EQ(events[1].reason, SLUICE_REASON_SOURCE);
+    EXPECT_EQ(events[1].source.class_id, 1u);
+    EXPECT_EQ(events[1].source.family, SLUICE_FAMILY_IPV6);
+    // The key is the /64 the bucket belongs to, not the full address.
+    const auto slash64 = PacketBuilder::address("2001:db8:1:2::");
+    EXPECT_EQ(std::memcmp(events[1].source.addr, slash64.data(), 16), 0);
+    for (const auto& e : events) EXPECT_EQ(e.weight, kPeriod);
+}
+
+TEST_F(XdpDropEvents, UnparsedDropsSendNoEvents) {
+    apply(policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 1}}).malformed(kDrop).non_ip(kDrop).build());
+    EXPECT_EQ(run(PacketBuilder().eth().ipv4("192.0.2.1", "198.51.100.1").ihl(3).build(), 100),
+              static_cast<uint32_t>(XDP_DROP));
+    EXPECT_EQ(run(PacketBuilder().eth().ethertype(0x0806).payload(28).build(), 100), static_cast<uint32_t>(XDP_DROP));
+    EXPECT_TRUE(drain_events().empty());
+    EXPECT_EQ(stat(SLUICE_STAT_DROP_EVENTS_SENT), 0u);
+}
+
+// A closed table's refusals are drops of a known source, sampled like any.
+class XdpTableFullEvents : public XdpTest {
+  protected:
+    XdpOptions options() const override {
+        return XdpOptions{.test_clock = true, .source_capacity = 2, .source_lru = false, .pin_dir = {}};
+    }
+    bool fresh_dataplane() const override { return true; }
+};
+
+TEST_F(XdpTableFullEvents, TableFullDropsAreSampledWithTheirReason) {
+    apply(policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 1}, .table_full_verdict = kDrop}).build());
+    EXPECT_EQ(verdicts(udp_from("192.0.2.1"), 1), "P");
+    EXPECT_EQ(verdicts(udp_from("192.0.2.2"), 1), "P");
+    // Default period 64: the first drop on this CPU is the one sampled.
+    EXPECT_EQ(verdicts(udp_from("192.0.2.3"), 3), "DDD");
+    EXPECT_EQ(verdicts(udp_from("192.0.2.1"), 1), "D");
+    const auto events = drain_events();
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].reason, SLUICE_REASON_TABLE_FULL);
+    EXPECT_EQ(events[0].source.class_id, 1u);
+    EXPECT_EQ(std::memcmp(events[0].source.addr, PacketBuilder::address("192.0.2.3").data(), 16), 0);
+    EXPECT_EQ(events[0].weight, 64u);
+    EXPECT_EQ(counts().packets(1, kDrop, SLUICE_REASON_TABLE_FULL), 3u);
+}
+
+}  // namespace
+}  // namespace sluice::test

@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: Apache-2.0
+// The dataplane's life around the program: pinned state that outlives the
+// object and is re-adopted, attach and detach on a veth pair inside a
+// throwaway network namespace, and pinned links that keep enforcing while no
+// daemon runs (fail-static). Every test cleans up its namespace, links and
+// pins through guards, also when it fails; the host's own interfaces are
+// never touched.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/if_ether.h>
+#include <linux/if_link.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "xdp_fixture.h"
+
+namespace sluice::test {
+namespace {
+
+// "<pid>-<n>": unique per run and per use.
+std::string unique_suffix() {
+    static std::atomic<int> counter{0};
+    return std::to_string(getpid()) + "-" + std::to_string(counter++);
+}
+
+int shell(const std::string& command) { return std::system((command + " >/dev/null").c_str()); }
+
+// A bpffs directory that is removed with everything in it, whatever happens.
+class PinDir {
+  public:
+    PinDir() : path_("/sys/fs/bpf/sluice-test-" + unique_suffix()) {}
+    ~PinDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path_, ignored);
+    }
+    PinDir(const PinDir&) = delete;
+    PinDir& operator=(const PinDir&) = delete;
+    const std::string& path() const { return path_; }
+    bool empty() const {
+        std::error_code ec;
+        return std::filesystem::is_empty(path_, ec) || ec;
+    }
+
+  private:
+    std::string path_;
+};
+
+// A network namespace holding a veth pair sl0 <-> sl1, both up. Deleting the
+// namespace deletes the pair.
+class VethNamespace {
+  public:
+    VethNamespace() : name_("sluice-t-" + unique_suffix()) {
+        created_ = shell("ip netns add " + name_) == 0;
+        ok_ = created_ && shell("ip -n " + name_ + " link add sl0 type veth peer name sl1") == 0 &&
+              shell("ip -n " + name_ + " link set sl0 up") == 0 && shell("ip -n " + name_ + " link set sl1 up") == 0;
+    }
+    ~VethNamespace() {
+        if (created_) shell("ip netns del " + name_);
+    }
+    VethNamespace(const VethNamespace&) = delete;
+    VethNamespace& operator=(const VethNamespace&) = delete;
+    bool ok() const { return ok_; }
+    const std::string& name() const { return name_; }
+
+  private:
+    std::string name_;
+    bool created_ = false;
+    bool ok_ = false;
+};
+
+// Moves this thread into a named namespace; back to the original on scope exit.
+class EnterNamespace {
+  public:
+    explicit EnterNamespace(const std::string& name) {
+        saved_ = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        const int target = ::open(("/var/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+        ok_ = saved_ >= 0 && target >= 0 && setns(target, CLONE_NEWNET) == 0;
+        if (target >= 0) close(target);
+    }
+    ~EnterNamespace() {
+        if (saved_ >= 0) {
+            if (setns(saved_, CLONE_NEWNET) != 0)
+                ADD_FAILURE() << "could not return to the original network namespace: " << std::strerror(errno);
+            close(saved_);
+        }
+    }
+    EnterNamespace(const EnterNamespace&) = delete;
+    EnterNamespace& operator=(const EnterNamespace&) = delete;
+    bool ok() const { return ok_; }
+
+  private:
+    int saved_ = -1;
+    bool ok_ = false;
+};
+
+uint32_t prog_id(int prog_fd) {
+    bpf_prog_info info{};
+    __u32 len = sizeof(info);
+    EXPECT_EQ(bpf_obj_get_info_by_fd(prog_fd, &info, &len), 0) << std::strerror(errno);
+    return info.id;
+}
+
+uint32_t mode_flags(XdpMode mode) { return mode == XdpMode::native ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE; }
+
+// The program attached to `ifindex` in that mode, 0 if none.
+uint32_t attached_prog(int ifindex, XdpMode mode) {
+    __u32 id = 0;
+    const int err = bpf_xdp_query_id(ifindex, static_cast<int>(mode_flags(mode)), &id);
+    EXPECT_EQ(err, 0) << "bpf_xdp_query_id: " << std::strerror(-err);
+    return id;
+}
+
+// Sends `frame` n times out of `ifname` (into its veth peer).
+void send_frames(const std::string& ifname, const Bytes& frame, int n) {
+    const int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);  // protocol 0: send only
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    sockaddr_ll to{};
+    to.sll_family = AF_PACKET;
+    to.sll_ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
+    to.sll_halen = ETH_ALEN;
+    std::memcpy(to.sll_addr, frame.data(), ETH_ALEN);
+    for (int i = 0; i < n; i++)
+        EXPECT_EQ(sendto(fd, frame.data(), frame.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof(to)),
+                  static_cast<ssize_t>(frame.size()))
+            << std::strerror(errno);
+    close(fd);
+}
+
+// Veth delivery is asynchronous: poll until `done` or 3 s.
+bool eventually(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+}
+
+class XdpLifecycle : public XdpTest {
+  protected:
+    bool open_in_setup() const override { return false; }
+
+    // Class 1 (10.0.0.0/8) passes, class 2 (192.0.2.0/24) is limited to 3
+    // per source. The default class 3 passes whatever else a live veth
+    // carries (IPv6 neighbour discovery, MLD), so it cannot disturb counts.
+    CompiledPolicy standard_policy(uint64_t version) const {
+        return policy(version)
+            .add({.id = 3, .action = SLUICE_ACTION_PASS})
+            .add({.id = 2, .per_source = Limit{.rate = 1, .burst = 3}})
+            .add({.id = 1, .action = SLUICE_ACTION_PASS})
+            .prefix("10.0.0.0/8", 1)
+            .prefix("192.0.2.0/24", 2)
+            .build();
+    }
+};
+
+// ---- pins ----------------------------------------------------------------------------
+
+TEST_F(XdpLifecycle, PinnedStateSurvivesAndIsReadopted) {
+    PinDir pins;
+    ASSERT_NO_FATAL_FAILURE(
+        open(XdpOptions{.test_clock = true, .source_capacity = kTestCapacity, .pin_dir = pins.path()}));
+    apply(standard_policy(7));
+    const Bytes frame = udp_from("192.0.2.1");
+    EXPECT_EQ(verdicts(frame, 5), "PPPDD");
+    const uint64_t then = t0_;
+    dp_.reset();
+    EXPECT_FALSE(pins.empty());
+
+    ASSERT_NO_FATAL_FAILURE(
+        open(XdpOptions{.test_clock = true, .source_capacity = kTestCapacity, .pin_dir = pins.path()}));
+    set_clock(then);  // the new program's clock starts unset
+    auto version = dp_->active_version();
+    SLUICE_ASSERT_OK(version);
+    EXPECT_EQ(version.value(), 7u);
+    Counts c = counts();
+    EXPECT_EQ(c.packets(2, kPass, SLUICE_REASON_ADMITTED), 3u);
+    EXPECT_EQ(c.packets(2, kDrop, SLUICE_REASON_SOURCE), 2u);
+    // The bucket was not reset: still empty at the same time.
+    EXPECT_EQ(verdicts(frame, 2), "DD");
+    EXPECT_EQ(counts().packets(2, kDrop, SLUICE_REASON_SOURCE), 4u);
+    EXPECT_EQ(stat(SLUICE_STAT_SOURCE_INSERTS), 1u);
+    EXPECT_EQ(source_counts(), std::make_pair(size_t{1}, size_t{1}));
+
+    // New versions after re-adoption land in the inactive slot and take effect.
+    apply(policy(8)
+              .add({.id = 3, .action = SLUICE_ACTION_PASS})
+              .add({.id = 2, .action = SLUICE_ACTION_PASS})
+              .prefix("192.0.2.0/24", 2)
+              .build());
+    EXPECT_EQ(verdicts(frame, 1), "P");
+    apply(standard_policy(9));
+    EXPECT_EQ(verdicts(frame, 1), "D");
+    version = dp_->active_version();
+    SLUICE_ASSERT_OK(version);
+    EXPECT_EQ(version.value(), 9u);
+}
+
+TEST_F(XdpLifecycle, PinsOfOtherTableOptionsAreRefused) {
+    PinDir pins;
+    ASSERT_NO_FATAL_FAILURE(
+        open(XdpOptions{.test_clock = true, .source_capacity = kTestCapacity, .pin_dir = pins.path()}));
+    dp_.reset();
+    // A table of another size would not be the table the pins hold.
+    auto other = XdpDataplane::open(XdpOptions{.test_clock = true, .source_capacity = 4, .pin_dir = pins.path()});
+    EXPECT_FALSE(other.ok());
+    // The original options still adopt them.
+    ASSERT_NO_FATAL_FAILURE(
+        open(XdpOptions{.test_clock = true, .source_capacity = kTestCapacity, .pin_dir = pins.path()}));
+}
+
+// ---- attach and detach -----------------------------------------------------------------
+
+class XdpAttach : public XdpLifecycle, public ::testing::WithParamInterface<XdpMode> {};
+
+TEST_P(XdpAttach, AttachSeesTrafficAndDetachRemovesTheProgram) {
+    VethNamespace ns;
+    ASSERT_TRUE(ns.ok()) << "could not create a veth pair in namespace " << ns.name();
+    EnterNamespace inside(ns.name());
+    ASSERT_TRUE(inside.ok()) << std::strerror(errno);
+    const int ifindex = static_cast<int>(if_nametoindex("sl1"));
+    ASSERT_GT(ifindex, 0);
+
+    ASSERT_NO_FATAL_FAILURE(open(XdpOptions{.source_capacity = kTestCapacity, .pin_dir = {}}));
+    apply(standard_policy(1));
+    SLUICE_ASSERT_OK(dp_->attach(ifindex, GetParam()));
+    EXPECT_EQ(dp_->attached_ifindexes(), std::vector<int>{ifindex});
+    EXPECT_EQ(attached_prog(ifindex, GetParam()), prog_id(dp_->program_fd()));
+    EXPECT_FALSE(dp_->attach(ifindex, GetParam()).ok()) << "attached twice";
+
+    // Frames sent into sl0 arrive on sl1, where the program decides them.
+    ASSERT_NO_FATAL_FAILURE(send_frames("sl0", udp_from("10.0.0.1"), 3));
+    EXPECT_TRUE(eventually([&] { return counts().packets(1, kPass, SLUICE_REASON_ALLOWED) == 3; }))
+        << "the attached program saw " << counts().packets(1, kPass, SLUICE_REASON_ALLOWED) << " of 3 frames";
+
+    SLUICE_ASSERT_OK(dp_->detach(ifindex));
+    EXPECT_EQ(attached_prog(ifindex, GetParam()), 0u);
+    EXPECT_TRUE(dp_->attached_ifindexes().empty());
+    EXPECT_FALSE(dp_->detach(ifindex).ok()) << "detached twice";
+
+    // An unpinned link goes with its dataplane.
+    SLUICE_ASSERT_OK(dp_->attach(ifindex, GetParam()));
+    EXPECT_NE(attached_prog(ifindex, GetParam()), 0u);
+    dp_.reset();
+    EXPECT_EQ(attached_prog(ifindex, GetParam()), 0u);
+}
+
+TEST_P(XdpAttach, PinnedLinkKeepsEnforcingWithoutItsDaemon) {
+    PinDir pins;
+    VethNamespace ns;
+    ASSERT_TRUE(ns.ok()) << "could not create a veth pair in namespace " << ns.name();
+    EnterNamespace inside(ns.name());
+    ASSERT_TRUE(inside.ok()) << std::strerror(errno);
+    const int ifindex = static_cast<int>(if_nametoindex("sl1"));
+    ASSERT_GT(ifindex, 0);
+
+    ASSERT_NO_FATAL_FAILURE(open(XdpOptions{.source_capacity = kTestCapacity, .pin_dir = pins.path()}));
+    apply(standard_policy(1));
+    SLUICE_ASSERT_OK(dp_->attach(ifindex, GetParam()));
+    const uint32_t first = prog_id(dp_->program_fd());
+    dp_.reset();
+
+    // Fail-static: the program stays attached and keeps deciding.
+    EXPECT_EQ(attached_prog(ifindex, GetParam()), first);
+    ASSERT_NO_FATAL_FAILURE(send_frames("sl0", udp_from("10.0.0.1"), 3));
+    ASSERT_NO_FATAL_FAILURE(send_frames("sl0", udp_from("192.0.2.1"), 5));
+
+    // A new daemon adopts the link and switches it to its own program.
+    ASSERT_NO_FATAL_FAILURE(open(XdpOptions{.source_capacity = kTestCapacity, .pin_dir = pins.path()}));
+    EXPECT_EQ(dp_->attached_ifindexes(), std::vector<int>{ifindex});
+    const uint32_t second = prog_id(dp_->program_fd());
+    EXPECT_NE(second, first);
+    EXPECT_EQ(attached_prog(ifindex, GetParam()), second);
+    // What the orphaned program decided is in the pinned counters.
+    EXPECT_TRUE(eventually([&] {
+        const Counts c = counts();
+        return c.packets(1, kPass, SLUICE_REASON_ALLOWED) == 3 && c.packets(2, kPass, SLUICE_REASON_ADMITTED) == 3 &&
+               c.packets(2, kDrop, SLUICE_REASON_SOURCE) == 2;
+    })) << "counters did not reach 3 allowed, 3 admitted, 2 dropped: "
+        << counts().packets(1, kPass, SLUICE_REASON_ALLOWED) << " allowed, "
+        << counts().packets(2, kPass, SLUICE_REASON_ADMITTED) << " admitted, "
+        << counts().packets(2, kDrop, SLUICE_REASON_SOURCE) << " dropped, " << counts().total() << " in all";
+
+    SLUICE_ASSERT_OK(dp_->detach(ifindex));
+    EXPECT_EQ(attached_prog(ifindex, GetParam()), 0u);
+    dp_.reset();
+    // Nothing re-attaches from the pins once detached.
+    ASSERT_NO_FATAL_FAILURE(open(XdpOptions{.source_capacity = kTestCapacity, .pin_dir = pins.path()}));
+    EXPECT_TRUE(dp_->attached_ifindexes().empty());
+    EXPECT_EQ(attached_prog(ifindex, GetParam()), 0u);
+    dp_.reset();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, XdpAttach, ::testing::Values(XdpMode::generic, XdpMode::native),
+                         [](const auto& info) { return info.param == XdpMode::native ? "native" : "generic"; });
+
+TEST_F(XdpLifecycle, AttachToAMissingInterfaceFailsAndIsCounted) {
+    ASSERT_NO_FATAL_FAILURE(open(XdpOptions{.source_capacity = kTestCapacity, .pin_dir = {}}));
+    const int missing = 0x7ffffff0;
+    EXPECT_FALSE(dp_->attach(missing, XdpMode::generic).ok());
+    EXPECT_EQ(dp_->syscall_errors()[static_cast<size_t>(SyscallOp::link)], 1u);
+    EXPECT_TRUE(dp_->attached_ifindexes().empty());
+    EXPECT_FALSE(dp_->detach(missing).ok());
+}
+
+}  // namespace
+}  // namespace sluice::test
