@@ -98,6 +98,7 @@ Result<sluice_level_limit> compile_level(const LevelSettings& settings, std::str
     }
     out.lease_nano = lease_nano;
     out.lease_ttl_ns = settings.lease_ttl_ns;
+    out.min_cost_nano = (settings.limit.unit == Unit::bytes ? kMinFrameBytes : 1) * SLUICE_NANO;
     return out;
 }
 

@@ -22,6 +22,10 @@ inline constexpr uint32_t kDefaultMaxFrameBytes = 9216;
 // A CPU's unspent lease goes back to the shared bucket after this long.
 inline constexpr uint64_t kDefaultLeaseTtlNs = 10'000'000;  // 10 ms
 inline constexpr uint64_t kMaxLeaseTtlNs = 1'000'000'000;   // 1 s
+// The smallest frame that reaches a bucket (Ethernet + IPv4 header; software
+// paths such as veth do not pad to 60): a refused lease waits until the
+// shared bucket could pay one of these (one packet in packet mode).
+inline constexpr uint32_t kMinFrameBytes = 34;
 // Default lease size: the N CPUs together may hold at most burst/8 in leases.
 inline constexpr uint64_t kLeaseBurstDivisor = 8;
 

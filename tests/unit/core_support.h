@@ -1,11 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // Shared by the core's unit tests: the decision core built for a
-// single-threaded simulation (CPUs are arrays, so the lease lock is a no-op),
+// single-threaded simulation (CPUs are arrays, so the lease lock only counts),
 // limits compiled the way the control plane compiles them, and the
 // token-bucket bound checked over every window of an admission log.
 #pragma once
 
-#define SLUICE_SHARED_LOCK(shared) ((void)(shared))
+#include <cstdint>
+
+namespace sluice::test {
+// How often the core took a shared bucket's lock, so tests can see when it does not.
+inline uint64_t shared_lock_count = 0;
+}  // namespace sluice::test
+#define SLUICE_SHARED_LOCK(shared) ((void)(shared), ::sluice::test::shared_lock_count++)
 #define SLUICE_SHARED_UNLOCK(shared) ((void)(shared))
 #include "sluice/decide.h"
 

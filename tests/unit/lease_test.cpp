@@ -128,6 +128,22 @@ TEST(Lease, ExpiredLeaseIsNotSpentAndGoesBack) {
     EXPECT_EQ(c.shared.tokens_nano, 90 * SLUICE_NANO + 1'000 /* refilled */ - SLUICE_NANO);
 }
 
+TEST(Lease, RefusalBacksOffWithoutTheLockUntilOnePacketIsEarned) {
+    Cluster c(lease_level(1'000, 4, 2, 1), 2);  // one packet per ms
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(c.offer(i % 2, 64, kT0).verdict, SLUICE_VERDICT_PASS);
+    ASSERT_EQ(c.offer(0, 64, kT0).verdict, SLUICE_VERDICT_DROP);
+    EXPECT_EQ(c.shared.retry_at_ns, kT0 + 1'000'000);
+    // A flood from both CPUs inside the back-off never touches the lock.
+    const uint64_t locks = shared_lock_count;
+    for (uint64_t t = kT0; t < kT0 + 1'000'000; t += 997)
+        ASSERT_EQ(c.offer(static_cast<uint32_t>(t % 2), 64, t).verdict, SLUICE_VERDICT_DROP);
+    EXPECT_EQ(shared_lock_count, locks);
+    // Once a packet has been earned, exactly one passes.
+    EXPECT_EQ(c.offer(1, 64, kT0 + 1'000'000).verdict, SLUICE_VERDICT_PASS);
+    EXPECT_EQ(c.offer(0, 64, kT0 + 1'000'000).verdict, SLUICE_VERDICT_DROP);
+}
+
 TEST(Lease, ClockRegressionNeitherMintsNorExpires) {
     Cluster c(lease_level(1'000, 10, 1, 2), 1);
     for (int i = 0; i < 10; i++) ASSERT_EQ(c.offer(0, 64, kT0 + 10 * kSecond).verdict, SLUICE_VERDICT_PASS);

@@ -91,6 +91,15 @@ TEST(Limits, DefaultLeaseIsAnEighthOfBurstAcrossCpus) {
     EXPECT_DOUBLE_EQ(lease_excess_fraction(level.value(), 4), 0.125);
 }
 
+TEST(Limits, LeaseModeKnowsTheSmallestCost) {
+    auto packets = compile_level(settings(1000, 8000), "f");
+    ASSERT_TRUE(packets.ok());
+    EXPECT_EQ(packets.value().min_cost_nano, SLUICE_NANO);
+    auto bytes = compile_level(settings(64'000, 100'000, Unit::bytes), "f");
+    ASSERT_TRUE(bytes.ok());
+    EXPECT_EQ(bytes.value().min_cost_nano, kMinFrameBytes * SLUICE_NANO);
+}
+
 TEST(Limits, DefaultLeaseIsNeverBelowOneCost) {
     LevelSettings s = settings(1'000'000, 10'000, Unit::bytes, Accuracy::lease, 64);
     s.max_frame_bytes = 1518;

@@ -120,12 +120,15 @@ struct sluice_level_limit {
 	struct sluice_limit share; /* split mode: this CPU's share, rate/N and burst/N */
 	__u64 lease_nano;          /* lease mode: tokens a CPU takes at once (L) */
 	__u64 lease_ttl_ns;        /* lease mode: unspent leased tokens go back after this */
+	__u64 min_cost_nano;       /* lease mode: the smallest packet's cost; after the shared
+	                            * bucket could not pay, CPUs refuse without its lock until
+	                            * it could pay this much */
 	__u8 enabled;              /* 0: this level does not limit */
 	__u8 unit;                 /* enum sluice_unit */
 	__u8 accuracy;             /* enum sluice_accuracy */
 	__u8 _pad[5];
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_level_limit) == 72, "sluice_level_limit layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_level_limit) == 80, "sluice_level_limit layout");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_level_limit, lease_nano) == 48,
                      "sluice_level_limit.lease_nano offset");
 
@@ -145,9 +148,11 @@ struct sluice_shared_bucket {
 	struct bpf_spin_lock lock;
 	__u32 _pad;
 	__u64 tokens_nano;
-	__u64 last_ns; /* last refill */
+	__u64 last_ns;     /* last refill */
+	__u64 retry_at_ns; /* written under the lock, read without it: a hint that
+	                    * the bucket is empty until then */
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_shared_bucket) == 24, "sluice_shared_bucket layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_shared_bucket) == 32, "sluice_shared_bucket layout");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_shared_bucket, tokens_nano) == 8,
                      "sluice_shared_bucket.tokens_nano offset");
 
@@ -204,8 +209,8 @@ struct sluice_class_entry {
 	__u8 prefix_v4;     /* source aggregation: 1..32, default 32 */
 	__u8 prefix_v6;     /* source aggregation: 1..128, default 64 */
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 152, "sluice_class_entry layout");
-SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, class_id) == 144,
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 168, "sluice_class_entry layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, class_id) == 160,
                      "sluice_class_entry.class_id offset");
 
 struct sluice_policy_header {
@@ -216,7 +221,7 @@ struct sluice_policy_header {
 	__u8 malformed_verdict;       /* enum sluice_verdict */
 	__u8 _pad[2];
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_policy_header) == 88, "sluice_policy_header layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_policy_header) == 96, "sluice_policy_header layout");
 
 /* ---- counters and events ---------------------------------------------------- */
 struct sluice_counter {

@@ -2,7 +2,8 @@
 /*
  * Token-bucket and lease arithmetic, shared by BPF, DPDK and the tests.
  *
- * Fast path only: no division, no clock reads (`now` is always an argument),
+ * Fast path only: no clock reads (`now` is always an argument), no division
+ * but one on the refused path of lease mode (sluice_lease_back_off),
  * no locks (the caller holds the shared bucket's lock where one is needed).
  * The control plane (control/rate_limits.h) validates human limits and builds the
  * struct sluice_limit these functions trust.
@@ -92,6 +93,14 @@ SLUICE_INLINE void sluice_shared_refill(struct sluice_shared_bucket *shared,
 	sluice_refill_in_place(&shared->tokens_nano, &shared->last_ns, limit, now);
 }
 
+/* Was the shared bucket found unable to pay so recently that taking its lock
+ * again is pointless? Read without the lock: a stale answer only means one
+ * extra lock, or one refusal the bucket could not have paid for anyway. */
+SLUICE_INLINE int sluice_lease_backing_off(const struct sluice_shared_bucket *shared, __u64 now)
+{
+	return now < shared->retry_at_ns;
+}
+
 /* Can this CPU's lease pay `cost_nano` right now without the lock? */
 SLUICE_INLINE int sluice_lease_covers(const struct sluice_cpu_bucket *lease,
 				      __u64 cost_nano, __u64 now)
@@ -107,6 +116,25 @@ SLUICE_INLINE void sluice_lease_return(struct sluice_shared_bucket *shared,
 	shared->tokens_nano = sluice_min_u64(shared->tokens_nano + lease->tokens_nano,
 					     limit->burst_nano);
 	lease->tokens_nano = 0;
+}
+
+/*
+ * Under a flood most packets find the shared bucket empty. Record when it
+ * could next pay the smallest packet, so every CPU refuses until then without
+ * the lock. Exact, never late: the one division of the fast path, on the
+ * refused path and at most once per such wait. Capped at a lease's lifetime.
+ */
+SLUICE_INLINE void sluice_lease_back_off(struct sluice_shared_bucket *shared,
+					 const struct sluice_cpu_bucket *lease,
+					 const struct sluice_level_limit *level, __u64 now)
+{
+	__u64 have = shared->tokens_nano + lease->tokens_nano;
+	__u64 wait;
+
+	if (have >= level->min_cost_nano || level->full.rate_per_s == 0)
+		return;
+	wait = (level->min_cost_nano - have + level->full.rate_per_s - 1) / level->full.rate_per_s;
+	shared->retry_at_ns = now + sluice_min_u64(wait, level->lease_ttl_ns);
 }
 
 /*
@@ -127,8 +155,10 @@ SLUICE_INLINE int sluice_lease_acquire(struct sluice_shared_bucket *shared,
 		sluice_lease_return(shared, lease, &level->full);
 	if (lease->tokens_nano >= cost_nano)
 		return 1;
-	if (shared->tokens_nano < cost_nano - lease->tokens_nano)
+	if (shared->tokens_nano < cost_nano - lease->tokens_nano) {
+		sluice_lease_back_off(shared, lease, level, now);
 		return 0;
+	}
 
 	/* Normally tops up to L; a cost above L (never after validation) still fits. */
 	target = level->lease_nano > cost_nano ? level->lease_nano : cost_nano;

@@ -94,6 +94,8 @@ SLUICE_INLINE int sluice_level_check(const struct sluice_level_ref *ref, __u64 c
 		return 1;
 	if (!shared)
 		return 1;
+	if (sluice_lease_backing_off(shared, now))
+		return 0;
 	SLUICE_SHARED_LOCK(shared);
 	ok = sluice_lease_acquire(shared, cpu, ref->limit, cost_nano, now);
 	SLUICE_SHARED_UNLOCK(shared);
