@@ -224,26 +224,16 @@ Status XdpDataplane::wait_for_readers() {
     return ok_status();
 }
 
+template <class LpmKey>
 Status XdpDataplane::clear_lpm_slot(int map_fd, uint32_t slot) {
-    // Both key types start with (prefixlen, slot); collect, then delete, so
-    // the iteration is not disturbed by its own deletions.
-    std::vector<std::array<uint8_t, sizeof(sluice_lpm_v6_key)>> stale;
-    std::array<uint8_t, sizeof(sluice_lpm_v6_key)> key{}, next{};
-    const void* prev = nullptr;
-    for (;;) {
-        const int err = bpf_map_get_next_key(map_fd, prev, next.data());
-        if (err) {
-            if (error_code(err) == ENOENT) break;
-            return syscall_error(SyscallOp::map_lookup, "listing classification prefixes", error_code(err));
-        }
-        uint32_t key_slot;
-        std::memcpy(&key_slot, next.data() + offsetof(sluice_lpm_v4_key, slot), sizeof(key_slot));
-        if (key_slot == slot) stale.push_back(next);
-        key = next;
-        prev = key.data();
-    }
-    for (const auto& k : stale)
-        if (const int err = bpf_map_delete_elem(map_fd, k.data()))
+    // Collect, then delete, so the iteration is not disturbed by its own deletions.
+    std::vector<LpmKey> stale;
+    if (const int err = for_each_key<LpmKey>(map_fd, [&](const LpmKey& key) {
+            if (key.slot == slot) stale.push_back(key);
+        }))
+        return syscall_error(SyscallOp::map_lookup, "listing classification prefixes", err);
+    for (const auto& key : stale)
+        if (const int err = bpf_map_delete_elem(map_fd, &key))
             return syscall_error(SyscallOp::map_delete, "removing a classification prefix", error_code(err));
     return ok_status();
 }
@@ -260,8 +250,8 @@ Status XdpDataplane::write_slot(uint32_t slot, const CompiledPolicy& policy) {
 
     const int v4_fd = bpf_map__fd(skel_->maps.sluice_lpm_v4);
     const int v6_fd = bpf_map__fd(skel_->maps.sluice_lpm_v6);
-    if (auto status = clear_lpm_slot(v4_fd, slot); !status) return status;
-    if (auto status = clear_lpm_slot(v6_fd, slot); !status) return status;
+    if (auto status = clear_lpm_slot<sluice_lpm_v4_key>(v4_fd, slot); !status) return status;
+    if (auto status = clear_lpm_slot<sluice_lpm_v6_key>(v6_fd, slot); !status) return status;
     for (const PolicyPrefix& p : policy.prefixes) {
         int err;
         if (p.family == SLUICE_FAMILY_IPV4) {

@@ -109,6 +109,7 @@ class XdpDataplane {
     Status adopt_pinned_links();
     Status wait_for_readers();
     Status write_slot(uint32_t slot, const CompiledPolicy& policy);
+    template <class LpmKey>
     Status clear_lpm_slot(int map_fd, uint32_t slot);
     static int on_ring_event(void* ctx, void* data, size_t size);
     Error syscall_error(SyscallOp op, const std::string& what, int err);
