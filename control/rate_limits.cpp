@@ -8,7 +8,9 @@ namespace {
 
 std::string unit_name(Unit unit) { return unit == Unit::bytes ? "bytes" : "packets"; }
 
-Error field_error(std::string_view field, const std::string& what) { return Error{std::string(field) + ": " + what}; }
+Error field_error(std::string_view field, std::string_view setting, const std::string& what) {
+    return Error{std::string(field) + ": " + what, std::string(setting)};
+}
 
 // ceil(a / b) for b > 0 without overflow.
 uint64_t div_ceil(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
@@ -20,21 +22,25 @@ uint64_t max_cost_units(Unit unit, uint32_t max_frame_bytes) { return unit == Un
 Result<sluice_limit> compile_limit(const HumanLimit& limit, uint64_t max_cost, std::string_view field) {
     const std::string unit = unit_name(limit.unit);
     if (limit.rate_per_s == 0)
-        return field_error(field, "rate is 0; it must be at least 1 " + unit +
-                                      " per second "
-                                      "(use action = \"drop\" to refuse everything)");
+        return field_error(field, "rate",
+                           "rate is 0; it must be at least 1 " + unit +
+                               " per second "
+                               "(use action = \"drop\" to refuse everything)");
     if (limit.rate_per_s > SLUICE_RATE_MAX)
-        return field_error(field, "rate " + std::to_string(limit.rate_per_s) + " exceeds the maximum of " +
-                                      std::to_string(SLUICE_RATE_MAX) + " " + unit + " per second");
-    if (limit.burst == 0) return field_error(field, "burst is 0; it must be at least 1 " + unit);
+        return field_error(field, "rate",
+                           "rate " + std::to_string(limit.rate_per_s) + " exceeds the maximum of " +
+                               std::to_string(SLUICE_RATE_MAX) + " " + unit + " per second");
+    if (limit.burst == 0) return field_error(field, "burst", "burst is 0; it must be at least 1 " + unit);
     if (limit.burst > SLUICE_BURST_MAX)
-        return field_error(field, "burst " + std::to_string(limit.burst) + " exceeds the maximum of " +
-                                      std::to_string(SLUICE_BURST_MAX) + " " + unit);
+        return field_error(field, "burst",
+                           "burst " + std::to_string(limit.burst) + " exceeds the maximum of " +
+                               std::to_string(SLUICE_BURST_MAX) + " " + unit);
     if (limit.burst < max_cost)
-        return field_error(field, "burst " + std::to_string(limit.burst) + " " + unit +
-                                      " is below the largest cost one packet is charged (" + std::to_string(max_cost) +
-                                      " " + unit + "), so such packets could never pass; raise burst to at least " +
-                                      std::to_string(max_cost));
+        return field_error(field, "burst",
+                           "burst " + std::to_string(limit.burst) + " " + unit +
+                               " is below the largest cost one packet is charged (" + std::to_string(max_cost) + " " +
+                               unit + "), so such packets could never pass; raise burst to at least " +
+                               std::to_string(max_cost));
 
     sluice_limit out{};
     out.rate_per_s = limit.rate_per_s;
@@ -45,11 +51,12 @@ Result<sluice_limit> compile_limit(const HumanLimit& limit, uint64_t max_cost, s
 
 Result<sluice_level_limit> compile_level(const LevelSettings& settings, std::string_view field) {
     const std::string unit = unit_name(settings.limit.unit);
-    if (settings.cpus == 0) return field_error(field, "CPU count is 0");
+    if (settings.cpus == 0) return field_error(field, "cpus", "CPU count is 0");
     if (settings.limit.unit == Unit::bytes &&
         (settings.max_frame_bytes == 0 || settings.max_frame_bytes > SLUICE_COST_MAX))
-        return field_error(field, "largest frame " + std::to_string(settings.max_frame_bytes) +
-                                      " bytes is outside 1.." + std::to_string(SLUICE_COST_MAX));
+        return field_error(field, "max_frame_bytes",
+                           "largest frame " + std::to_string(settings.max_frame_bytes) + " bytes is outside 1.." +
+                               std::to_string(SLUICE_COST_MAX));
 
     const uint64_t max_cost = max_cost_units(settings.limit.unit, settings.max_frame_bytes);
     auto full = compile_limit(settings.limit, max_cost, field);
@@ -69,15 +76,17 @@ Result<sluice_level_limit> compile_level(const LevelSettings& settings, std::str
         share.rate_per_s /= n;
         share.burst /= n;
         if (share.rate_per_s == 0)
-            return field_error(field, "split accuracy gives each of " + std::to_string(n) + " CPUs a rate of " +
-                                          std::to_string(settings.limit.rate_per_s) + "/" + std::to_string(n) +
-                                          " = 0 " + unit + " per second; raise rate to at least " + std::to_string(n) +
-                                          " or use accuracy = \"lease\"");
+            return field_error(field, "rate",
+                               "split accuracy gives each of " + std::to_string(n) + " CPUs a rate of " +
+                                   std::to_string(settings.limit.rate_per_s) + "/" + std::to_string(n) + " = 0 " +
+                                   unit + " per second; raise rate to at least " + std::to_string(n) +
+                                   " or use accuracy = \"lease\"");
         if (share.burst < max_cost)
-            return field_error(field, "split accuracy gives each of " + std::to_string(n) + " CPUs a burst of " +
-                                          std::to_string(share.burst) + " " + unit + ", below the largest cost (" +
-                                          std::to_string(max_cost) + "); raise burst to at least " +
-                                          std::to_string(max_cost * n) + " or use accuracy = \"lease\"");
+            return field_error(field, "burst",
+                               "split accuracy gives each of " + std::to_string(n) + " CPUs a burst of " +
+                                   std::to_string(share.burst) + " " + unit + ", below the largest cost (" +
+                                   std::to_string(max_cost) + "); raise burst to at least " +
+                                   std::to_string(max_cost * n) + " or use accuracy = \"lease\"");
         auto compiled = compile_limit(share, max_cost, field);
         if (!compiled) return compiled.error();
         out.share = compiled.value();
@@ -85,16 +94,18 @@ Result<sluice_level_limit> compile_level(const LevelSettings& settings, std::str
     }
 
     if (settings.lease_ttl_ns == 0 || settings.lease_ttl_ns > kMaxLeaseTtlNs)
-        return field_error(field, "lease lifetime " + std::to_string(settings.lease_ttl_ns) + " ns is outside 1.." +
-                                      std::to_string(kMaxLeaseTtlNs));
+        return field_error(field, "lease_ttl",
+                           "lease lifetime " + std::to_string(settings.lease_ttl_ns) + " ns is outside 1.." +
+                               std::to_string(kMaxLeaseTtlNs));
     uint64_t lease_nano = settings.lease * SLUICE_NANO;
     if (settings.lease == 0) {
         lease_nano = out.full.burst_nano / (kLeaseBurstDivisor * settings.cpus);
         if (lease_nano < max_cost * SLUICE_NANO) lease_nano = max_cost * SLUICE_NANO;
     } else if (settings.lease < max_cost || settings.lease > settings.limit.burst) {
-        return field_error(field, "lease " + std::to_string(settings.lease) + " " + unit + " is outside " +
-                                      std::to_string(max_cost) + ".." + std::to_string(settings.limit.burst) +
-                                      " (largest cost .. burst)");
+        return field_error(field, "lease",
+                           "lease " + std::to_string(settings.lease) + " " + unit + " is outside " +
+                               std::to_string(max_cost) + ".." + std::to_string(settings.limit.burst) +
+                               " (largest cost .. burst)");
     }
     out.lease_nano = lease_nano;
     out.lease_ttl_ns = settings.lease_ttl_ns;

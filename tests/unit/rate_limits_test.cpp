@@ -126,6 +126,23 @@ TEST(Limits, LeaseLifetimeMustBeBounded) {
     EXPECT_THAT(error_of(s), HasSubstr("lease lifetime 1000000001 ns"));
 }
 
+TEST(Limits, ErrorsNameTheSettingAtFault) {
+    auto setting_of = [](const LevelSettings& s) {
+        auto level = compile_level(s, "f");
+        return level.ok() ? std::string("(accepted)") : level.error().setting;
+    };
+    EXPECT_EQ(setting_of(settings(0, 10)), "rate");
+    EXPECT_EQ(setting_of(settings(10, 0)), "burst");
+    EXPECT_EQ(setting_of(settings(3, 100, Unit::packets, Accuracy::split, 4)), "rate");
+    EXPECT_EQ(setting_of(settings(100, 3, Unit::packets, Accuracy::split, 4)), "burst");
+    LevelSettings s = settings(1000, 100);
+    s.lease = 101;
+    EXPECT_EQ(setting_of(s), "lease");
+    s.lease = 0;
+    s.lease_ttl_ns = 0;
+    EXPECT_EQ(setting_of(s), "lease_ttl");
+}
+
 TEST(Limits, ZeroCpusIsRefused) {
     EXPECT_THAT(error_of(settings(10, 10, Unit::packets, Accuracy::split, 0)), HasSubstr("CPU count is 0"));
 }

@@ -1,0 +1,616 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "policy_toml.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <system_error>
+#include <tuple>
+#include <vector>
+
+#include "rate_limits.h"
+
+namespace sluice {
+namespace {
+
+constexpr uint32_t kMaxClassId = SLUICE_MAX_CLASSES - 1;
+constexpr size_t kMaxClassNameLength = 63;
+constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+constexpr uint64_t kNsPerMs = 1'000'000;
+constexpr int64_t kMaxLeaseTtlMs = kMaxLeaseTtlNs / kNsPerMs;
+// Far above any real policy (255 classes, 8192 prefixes); stops a wrong path such as /dev/zero.
+constexpr size_t kMaxFileBytes = 16 << 20;
+
+template <class T>
+struct Choice {
+    std::string_view name;
+    T value;
+};
+
+constexpr Choice<Unit> kUnits[] = {{"packets", Unit::packets}, {"bytes", Unit::bytes}};
+constexpr Choice<Accuracy> kAccuracies[] = {{"lease", Accuracy::lease}, {"split", Accuracy::split}};
+constexpr Choice<uint8_t> kActions[] = {
+    {"limit", SLUICE_ACTION_LIMIT}, {"pass", SLUICE_ACTION_PASS}, {"drop", SLUICE_ACTION_DROP}};
+constexpr Choice<uint8_t> kTableFullVerdicts[] = {{"open", SLUICE_VERDICT_PASS}, {"closed", SLUICE_VERDICT_DROP}};
+constexpr Choice<uint8_t> kVerdicts[] = {{"pass", SLUICE_VERDICT_PASS}, {"drop", SLUICE_VERDICT_DROP}};
+
+using Keys = std::span<const std::string_view>;
+constexpr std::string_view kTopKeys[] = {"version", "defaults", "global", "class"};
+constexpr std::string_view kDefaultsKeys[] = {
+    "unit", "accuracy", "on_table_full", "non_ip", "malformed", "max_frame_bytes", "prefix_v4", "prefix_v6", "class"};
+constexpr std::string_view kLevelKeys[] = {"rate", "burst", "unit", "accuracy", "lease", "lease_ttl_ms"};
+constexpr std::string_view kPerSourceKeys[] = {"rate",  "burst",        "unit",      "accuracy",
+                                               "lease", "lease_ttl_ms", "prefix_v4", "prefix_v6"};
+constexpr std::string_view kClassKeys[] = {
+    "name",      "match",     "action",          "unit",       "accuracy", "on_table_full",
+    "prefix_v4", "prefix_v6", "max_frame_bytes", "per_source", "aggregate"};
+
+std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
+
+std::string type_name(const toml::node& node) {
+    switch (node.type()) {
+        case toml::node_type::table:
+            return "a table";
+        case toml::node_type::array:
+            return "an array";
+        case toml::node_type::string:
+            return "a string";
+        case toml::node_type::integer:
+            return "an integer";
+        case toml::node_type::floating_point:
+            return "a float";
+        case toml::node_type::boolean:
+            return "a boolean";
+        case toml::node_type::date:
+            return "a date";
+        case toml::node_type::time:
+            return "a time";
+        case toml::node_type::date_time:
+            return "a date-time";
+        case toml::node_type::none:
+            break;
+    }
+    return "nothing";
+}
+
+// What was found where something else was expected: `a float (1.5)`.
+std::string describe(const toml::node& node) {
+    std::string text = type_name(node);
+    if (const auto* string = node.as_string()) {
+        text += " (" + quoted(string->get()) + ")";  // TOML++ would print it single-quoted
+    } else if (node.is_value()) {
+        std::ostringstream value;
+        node.visit([&value](const auto& concrete) { value << concrete; });
+        text += " (" + value.str() + ")";
+    }
+    return text;
+}
+
+std::string position(std::string_view path, const toml::source_region& where) {
+    return std::string(path) + ":" + std::to_string(where.begin.line) + ":" + std::to_string(where.begin.column);
+}
+
+bool earlier(const toml::source_region& a, const toml::source_region& b) {
+    return std::tie(a.begin.line, a.begin.column) < std::tie(b.begin.line, b.begin.column);
+}
+
+// "path:line:column: field: what"
+Error located(std::string_view path, const toml::source_region& where, std::string_view field, std::string_view what) {
+    std::string message = position(path, where) + ": ";
+    if (!field.empty()) message += std::string(field) + ": ";
+    message += what;
+    return Error{std::move(message)};
+}
+
+std::string expected_integer(int64_t min, int64_t max) {
+    if (max != kUnbounded) return "an integer in " + std::to_string(min) + ".." + std::to_string(max);
+    if (min == 0) return "a non-negative integer";
+    return "an integer of at least " + std::to_string(min);
+}
+
+// The TOML key of a setting compile_level names in Error::setting.
+std::string_view toml_key_of(std::string_view setting) { return setting == "lease_ttl" ? "lease_ttl_ms" : setting; }
+
+bool valid_class_name(std::string_view name) {
+    if (name.empty() || name.size() > kMaxClassNameLength || name[0] < 'a' || name[0] > 'z') return false;
+    return std::all_of(name.begin(), name.end(),
+                       [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; });
+}
+
+// One TOML table and the dotted name it goes by in errors, e.g. `class "web".per_source`.
+class Fields {
+  public:
+    Fields(std::string_view path, const toml::table& table, std::string name)
+        : path_(path), table_(table), name_(std::move(name)) {}
+
+    const std::string& name() const { return name_; }
+    const toml::node* find(std::string_view key) const { return table_.get(key); }
+    std::string field(std::string_view key) const {
+        return name_.empty() ? std::string(key) : name_ + "." + std::string(key);
+    }
+
+    // An error about the value of `key`, at that value.
+    Error at(const toml::node& value, std::string_view key, std::string_view what) const {
+        return located(path_, value.source(), field(key), what);
+    }
+    // An error about the table as a whole (a missing key), at its start.
+    Error here(std::string_view what) const { return located(path_, table_.source(), name_, what); }
+
+    // Refuses the first key (in file order) not in `allowed`: a misspelt
+    // setting must not silently leave its default in place.
+    Status only(Keys allowed) const {
+        const toml::key* unknown = nullptr;
+        for (auto&& [key, value] : table_) {
+            if (std::find(allowed.begin(), allowed.end(), key.str()) != allowed.end()) continue;
+            if (!unknown || earlier(key.source(), unknown->source())) unknown = &key;
+        }
+        if (!unknown) return ok_status();
+        std::string names;
+        for (std::string_view name : allowed) names += (names.empty() ? "" : ", ") + std::string(name);
+        return located(path_, unknown->source(), field(unknown->str()), "unknown key; allowed here: " + names);
+    }
+
+    // The integer at `key`, within min..max; nullopt when absent.
+    Result<std::optional<int64_t>> integer(std::string_view key, int64_t min, int64_t max) const {
+        const toml::node* node = find(key);
+        if (!node) return std::optional<int64_t>{};
+        const auto* value = node->as_integer();
+        if (!value) return at(*node, key, "expected " + expected_integer(min, max) + ", got " + describe(*node));
+        const int64_t number = value->get();
+        if (number < min || number > max)
+            return at(*node, key, "expected " + expected_integer(min, max) + ", got " + std::to_string(number));
+        return std::optional<int64_t>{number};
+    }
+
+    Result<std::optional<std::string>> string(std::string_view key) const {
+        const toml::node* node = find(key);
+        if (!node) return std::optional<std::string>{};
+        const auto* value = node->as_string();
+        if (!value) return at(*node, key, "expected a string, got " + describe(*node));
+        return std::optional<std::string>{value->get()};
+    }
+
+    template <class T, size_t N>
+    Result<std::optional<T>> choice(std::string_view key, const Choice<T> (&choices)[N]) const {
+        const toml::node* node = find(key);
+        if (!node) return std::optional<T>{};
+        if (const auto* value = node->as_string())
+            for (const Choice<T>& choice : choices)
+                if (value->get() == choice.name) return std::optional<T>{choice.value};
+        std::string names;
+        for (const Choice<T>& choice : choices) names += (names.empty() ? "" : ", ") + quoted(choice.name);
+        return at(*node, key, "expected one of " + names + ", got " + describe(*node));
+    }
+
+    // The sub-table at `key`; nullptr when absent.
+    Result<const toml::table*> table(std::string_view key) const {
+        const toml::node* node = find(key);
+        if (!node) return static_cast<const toml::table*>(nullptr);
+        if (!node->is_table()) return at(*node, key, "expected a table, got " + describe(*node));
+        return node->as_table();
+    }
+
+    // compile_level names the limit ("<name_>: what"); point at the setting
+    // the message is about, so the position is as precise as for a type error.
+    Error limit_error(const Error& error) const {
+        const std::string prefix = name_ + ": ";
+        if (!error.message.starts_with(prefix)) return located(path_, table_.source(), "", error.message);
+        const std::string_view what = std::string_view(error.message).substr(prefix.size());
+        const std::string_view key = toml_key_of(error.setting);
+        const toml::node* value = key.empty() ? nullptr : find(key);
+        return value ? at(*value, key, what) : here(what);
+    }
+
+  private:
+    std::string_view path_;
+    const toml::table& table_;
+    std::string name_;
+};
+
+// What [defaults] sets for every class and a class may override.
+struct ClassSettings {
+    Unit unit = Unit::packets;
+    Accuracy accuracy = Accuracy::lease;
+    uint8_t table_full_verdict = SLUICE_VERDICT_PASS;
+    uint32_t max_frame_bytes = kDefaultMaxFrameBytes;
+    uint8_t prefix_v4 = 32;
+    uint8_t prefix_v6 = 64;
+};
+
+// Overrides in `settings` whatever `fields` sets.
+Status read_class_settings(const Fields& fields, ClassSettings& settings) {
+    auto unit = fields.choice("unit", kUnits);
+    if (!unit) return unit.error();
+    auto accuracy = fields.choice("accuracy", kAccuracies);
+    if (!accuracy) return accuracy.error();
+    auto table_full = fields.choice("on_table_full", kTableFullVerdicts);
+    if (!table_full) return table_full.error();
+    auto max_frame_bytes = fields.integer("max_frame_bytes", 1, SLUICE_COST_MAX);
+    if (!max_frame_bytes) return max_frame_bytes.error();
+    auto prefix_v4 = fields.integer("prefix_v4", 1, 32);
+    if (!prefix_v4) return prefix_v4.error();
+    auto prefix_v6 = fields.integer("prefix_v6", 1, 128);
+    if (!prefix_v6) return prefix_v6.error();
+
+    settings.unit = unit.value().value_or(settings.unit);
+    settings.accuracy = accuracy.value().value_or(settings.accuracy);
+    settings.table_full_verdict = table_full.value().value_or(settings.table_full_verdict);
+    settings.max_frame_bytes = static_cast<uint32_t>(max_frame_bytes.value().value_or(settings.max_frame_bytes));
+    settings.prefix_v4 = static_cast<uint8_t>(prefix_v4.value().value_or(settings.prefix_v4));
+    settings.prefix_v6 = static_cast<uint8_t>(prefix_v6.value().value_or(settings.prefix_v6));
+    return ok_status();
+}
+
+struct ParsedClass {
+    std::string name;
+    sluice_class_entry entry{};
+    std::vector<PolicyPrefix> prefixes;  // class_id is filled in once ids are assigned
+};
+
+using PrefixKey = std::tuple<uint8_t, uint8_t, std::array<uint8_t, 16>>;
+
+struct PrefixOwner {
+    std::string class_name;
+    toml::source_region where;
+};
+
+class PolicyReader {
+  public:
+    PolicyReader(std::string_view path, const PolicyLoadOptions& options) : path_(path), cpus_(options.cpus) {}
+
+    Result<LoadedPolicy> read(const toml::table& root, const std::map<std::string, uint32_t>& previous_ids);
+
+  private:
+    Status read_defaults(const Fields& top);
+    Result<sluice_level_limit> read_level(const Fields& level, const ClassSettings& inherited) const;
+    Result<ParsedClass> read_class(const toml::table& table, size_t number);
+    Status read_match(const Fields& cls, const std::string& class_name, std::vector<PolicyPrefix>& prefixes);
+    Result<std::vector<uint32_t>> assign_ids(const std::vector<ParsedClass>& classes,
+                                             const std::map<std::string, uint32_t>& previous_ids) const;
+
+    std::string_view path_;
+    uint32_t cpus_;
+    ClassSettings defaults_;
+    uint8_t non_ip_verdict_ = SLUICE_VERDICT_PASS;
+    uint8_t malformed_verdict_ = SLUICE_VERDICT_DROP;
+    std::optional<std::string> default_class_;
+    toml::source_region default_class_where_;
+    std::map<std::string, toml::source_region> class_names_;
+    std::map<PrefixKey, PrefixOwner> prefix_owners_;
+    size_t v4_prefixes_ = 0;
+    size_t v6_prefixes_ = 0;
+};
+
+Status PolicyReader::read_defaults(const Fields& top) {
+    auto table = top.table("defaults");
+    if (!table) return table.error();
+    if (!table.value()) return ok_status();
+    const Fields defaults(path_, *table.value(), "defaults");
+    if (auto keys = defaults.only(kDefaultsKeys); !keys) return keys.error();
+    if (auto settings = read_class_settings(defaults, defaults_); !settings) return settings.error();
+    auto non_ip = defaults.choice("non_ip", kVerdicts);
+    if (!non_ip) return non_ip.error();
+    auto malformed = defaults.choice("malformed", kVerdicts);
+    if (!malformed) return malformed.error();
+    auto default_class = defaults.string("class");
+    if (!default_class) return default_class.error();
+
+    non_ip_verdict_ = non_ip.value().value_or(non_ip_verdict_);
+    malformed_verdict_ = malformed.value().value_or(malformed_verdict_);
+    default_class_ = default_class.value();
+    if (default_class_) default_class_where_ = defaults.find("class")->source();
+    return ok_status();
+}
+
+Result<sluice_level_limit> PolicyReader::read_level(const Fields& level, const ClassSettings& inherited) const {
+    auto rate = level.integer("rate", 0, kUnbounded);
+    if (!rate) return rate.error();
+    auto burst = level.integer("burst", 0, kUnbounded);
+    if (!burst) return burst.error();
+    auto unit = level.choice("unit", kUnits);
+    if (!unit) return unit.error();
+    auto accuracy = level.choice("accuracy", kAccuracies);
+    if (!accuracy) return accuracy.error();
+    auto lease = level.integer("lease", 0, kUnbounded);
+    if (!lease) return lease.error();
+    auto lease_ttl_ms = level.integer("lease_ttl_ms", 1, kMaxLeaseTtlMs);
+    if (!lease_ttl_ms) return lease_ttl_ms.error();
+    if (!rate.value()) return level.here("rate is required (units per second)");
+    if (!burst.value()) return level.here("burst is required (units)");
+
+    LevelSettings settings;
+    settings.limit.rate_per_s = static_cast<uint64_t>(*rate.value());
+    settings.limit.burst = static_cast<uint64_t>(*burst.value());
+    settings.limit.unit = unit.value().value_or(inherited.unit);
+    settings.accuracy = accuracy.value().value_or(inherited.accuracy);
+    settings.cpus = cpus_;
+    settings.max_frame_bytes = inherited.max_frame_bytes;
+    if (settings.accuracy == Accuracy::split) {
+        // A split limit takes no leases: a lease setting would silently do nothing.
+        for (std::string_view key : {"lease", "lease_ttl_ms"})
+            if (const toml::node* value = level.find(key))
+                return level.at(*value, key, "applies only to accuracy = \"lease\"; this limit uses \"split\"");
+    }
+    settings.lease = static_cast<uint64_t>(lease.value().value_or(0));
+    if (lease_ttl_ms.value()) settings.lease_ttl_ns = static_cast<uint64_t>(*lease_ttl_ms.value()) * kNsPerMs;
+
+    auto compiled = compile_level(settings, level.name());
+    if (!compiled) return level.limit_error(compiled.error());
+    return compiled.value();
+}
+
+Status PolicyReader::read_match(const Fields& cls, const std::string& class_name, std::vector<PolicyPrefix>& prefixes) {
+    const toml::node* node = cls.find("match");
+    if (!node) return ok_status();
+    const toml::array* list = node->as_array();
+    if (!list) return cls.at(*node, "match", "expected an array of CIDR strings, got " + describe(*node));
+    for (size_t i = 0; i < list->size(); i++) {
+        const toml::node& item = *list->get(i);
+        const std::string key = "match[" + std::to_string(i) + "]";
+        const auto* cidr = item.as_string();
+        if (!cidr) return cls.at(item, key, "expected a CIDR string such as \"192.0.2.0/24\", got " + describe(item));
+        auto prefix = parse_prefix(cidr->get(), SLUICE_CLASS_UNCLASSIFIED);
+        if (!prefix) return cls.at(item, key, prefix.error().message);
+        const PolicyPrefix& p = prefix.value();
+
+        const auto [owner, first] =
+            prefix_owners_.emplace(PrefixKey{p.family, p.length, p.addr}, PrefixOwner{class_name, item.source()});
+        if (!first && owner->second.class_name == class_name)
+            return cls.at(item, key,
+                          quoted(cidr->get()) + " is listed twice in class " + quoted(class_name) + " (also at " +
+                              position(path_, owner->second.where) + ")");
+        if (!first)
+            return cls.at(item, key,
+                          quoted(cidr->get()) + " conflicts with class " + quoted(owner->second.class_name) + " (" +
+                              position(path_, owner->second.where) +
+                              "), which matches the same prefix; a prefix belongs to one class only");
+
+        const bool v4 = p.family == SLUICE_FAMILY_IPV4;
+        if (++(v4 ? v4_prefixes_ : v6_prefixes_) > kMaxPrefixesPerFamily)
+            return cls.at(item, key,
+                          std::string("more than ") + std::to_string(kMaxPrefixesPerFamily) + (v4 ? " IPv4" : " IPv6") +
+                              " prefixes in the policy; the dataplane holds " + std::to_string(kMaxPrefixesPerFamily) +
+                              " per family");
+        prefixes.push_back(p);
+    }
+    return ok_status();
+}
+
+Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t number) {
+    // Errors name the class by its name as soon as it has one, so even an
+    // unknown key says whose it is; before that, by its position in the file.
+    const toml::node* name_node = table.get("name");
+    const std::string label = name_node && name_node->is_string() ? "class " + quoted(name_node->as_string()->get())
+                                                                  : "class #" + std::to_string(number);
+    const Fields cls(path_, table, label);
+    if (auto keys = cls.only(kClassKeys); !keys) return keys.error();
+    if (!name_node) return cls.here("name is required");
+    auto name = cls.string("name");
+    if (!name) return name.error();
+    ParsedClass out;
+    out.name = *name.value();
+    if (!valid_class_name(out.name))
+        return cls.at(*name_node, "name",
+                      quoted(out.name) + " is not a valid class name: use 1-" + std::to_string(kMaxClassNameLength) +
+                          " characters of a-z, 0-9, _ and -, starting with a letter");
+    if (const auto [earlier_use, first] = class_names_.emplace(out.name, name_node->source()); !first)
+        return cls.at(*name_node, "name",
+                      quoted(out.name) + " is already the name of the class at " +
+                          position(path_, earlier_use->second) + "; class names must be unique");
+
+    ClassSettings settings = defaults_;
+    if (auto overrides = read_class_settings(cls, settings); !overrides) return overrides.error();
+    auto action = cls.choice("action", kActions);
+    if (!action) return action.error();
+    auto per_source = cls.table("per_source");
+    if (!per_source) return per_source.error();
+    auto aggregate = cls.table("aggregate");
+    if (!aggregate) return aggregate.error();
+
+    sluice_class_entry& entry = out.entry;
+    entry.action = action.value().value_or(SLUICE_ACTION_LIMIT);
+    if (entry.action != SLUICE_ACTION_LIMIT) {
+        const std::string_view action_name = entry.action == SLUICE_ACTION_PASS ? "pass" : "drop";
+        for (std::string_view key : {"per_source", "aggregate"})
+            if (const toml::node* level = cls.find(key))
+                return cls.at(*level, key,
+                              "never applies: action = " + quoted(action_name) + " limits nothing; remove " +
+                                  std::string(key) + " or use action = \"limit\"");
+    }
+
+    if (per_source.value()) {
+        const Fields level(path_, *per_source.value(), cls.field("per_source"));
+        if (auto keys = level.only(kPerSourceKeys); !keys) return keys.error();
+        // per_source may say how sources are aggregated; saying it differently
+        // at class level too is a contradiction, not an override.
+        for (const auto& [key, bits, length] :
+             {std::tuple{"prefix_v4", 32, &settings.prefix_v4}, std::tuple{"prefix_v6", 128, &settings.prefix_v6}}) {
+            auto value = level.integer(key, 1, bits);
+            if (!value) return value.error();
+            if (!value.value()) continue;
+            const auto source_length = static_cast<uint8_t>(*value.value());
+            if (const toml::node* class_value = cls.find(key); class_value && source_length != *length)
+                return level.at(*level.find(key), key,
+                                "/" + std::to_string(source_length) + " contradicts " + cls.field(key) + " = " +
+                                    std::to_string(*length) + " (" + position(path_, class_value->source()) +
+                                    "); set it in one place");
+            *length = source_length;
+        }
+        auto limit = read_level(level, settings);
+        if (!limit) return limit.error();
+        entry.per_source = limit.value();
+    }
+    if (aggregate.value()) {
+        const Fields level(path_, *aggregate.value(), cls.field("aggregate"));
+        if (auto keys = level.only(kLevelKeys); !keys) return keys.error();
+        auto limit = read_level(level, settings);
+        if (!limit) return limit.error();
+        entry.aggregate = limit.value();
+    }
+    entry.table_full_verdict = settings.table_full_verdict;
+    entry.prefix_v4 = settings.prefix_v4;
+    entry.prefix_v6 = settings.prefix_v6;
+
+    if (auto match = read_match(cls, out.name, out.prefixes); !match) return match.error();
+    return out;
+}
+
+Result<std::vector<uint32_t>> PolicyReader::assign_ids(const std::vector<ParsedClass>& classes,
+                                                       const std::map<std::string, uint32_t>& previous_ids) const {
+    std::vector<uint32_t> ids(classes.size(), SLUICE_CLASS_UNCLASSIFIED);
+    std::array<bool, SLUICE_MAX_CLASSES> taken{};     // by a class of this file
+    std::array<bool, SLUICE_MAX_CLASSES> reserved{};  // by an earlier version, maybe for a removed class
+    for (const auto& [name, id] : previous_ids)
+        if (id != SLUICE_CLASS_UNCLASSIFIED && id <= kMaxClassId) reserved[id] = true;
+
+    for (size_t i = 0; i < classes.size(); i++) {
+        const auto previous = previous_ids.find(classes[i].name);
+        if (previous == previous_ids.end()) continue;
+        const uint32_t id = previous->second;
+        if (id == SLUICE_CLASS_UNCLASSIFIED || id > kMaxClassId)
+            return Error{std::string(path_) + ": class " + quoted(classes[i].name) + ": its previous id " +
+                         std::to_string(id) + " is outside 1.." + std::to_string(kMaxClassId)};
+        if (taken[id])
+            return Error{std::string(path_) + ": class " + quoted(classes[i].name) + ": its previous id " +
+                         std::to_string(id) + " also belonged to another class of this file"};
+        taken[id] = true;
+        ids[i] = id;
+    }
+    // New names take the lowest id no earlier version used, so a removed
+    // class's buckets are not inherited; only when none is left (255 ids in
+    // use across versions) does a removed class's id get reused.
+    for (size_t i = 0; i < classes.size(); i++) {
+        if (ids[i] != SLUICE_CLASS_UNCLASSIFIED) continue;
+        uint32_t id = 1;
+        while (id <= kMaxClassId && (taken[id] || reserved[id])) id++;
+        if (id > kMaxClassId)
+            for (id = 1; taken[id];) id++;  // at most 255 classes, so one is free
+        taken[id] = true;
+        ids[i] = id;
+    }
+    return ids;
+}
+
+Result<LoadedPolicy> PolicyReader::read(const toml::table& root, const std::map<std::string, uint32_t>& previous_ids) {
+    const Fields top(path_, root, "");
+    if (auto keys = top.only(kTopKeys); !keys) return keys.error();
+    auto version = top.integer("version", 1, kUnbounded);
+    if (!version) return version.error();
+    if (auto defaults = read_defaults(top); !defaults) return defaults.error();
+
+    sluice_level_limit global{};  // disabled: no ceiling
+    auto global_table = top.table("global");
+    if (!global_table) return global_table.error();
+    if (global_table.value()) {
+        const Fields level(path_, *global_table.value(), "global");
+        if (auto keys = level.only(kLevelKeys); !keys) return keys.error();
+        auto limit = read_level(level, defaults_);
+        if (!limit) return limit.error();
+        global = limit.value();
+    }
+
+    const toml::node* class_node = root.get("class");
+    if (class_node && !class_node->is_array())
+        return top.at(*class_node, "class", "expected an array of tables ([[class]]), got " + describe(*class_node));
+    const toml::array* class_list = class_node ? class_node->as_array() : nullptr;
+    if (!class_list || class_list->empty())
+        return located(path_, root.source(), "class", "at least one [[class]] is required");
+    if (class_list->size() > kMaxClassId)
+        return top.at(*class_list->get(kMaxClassId), "class #" + std::to_string(kMaxClassId + 1),
+                      "a policy holds at most " + std::to_string(kMaxClassId) + " classes (ids 1.." +
+                          std::to_string(kMaxClassId) + ")");
+    std::vector<ParsedClass> classes;
+    for (size_t i = 0; i < class_list->size(); i++) {
+        const toml::node& item = *class_list->get(i);
+        if (!item.is_table())
+            return top.at(item, "class #" + std::to_string(i + 1), "expected a table, got " + describe(item));
+        auto parsed = read_class(*item.as_table(), i + 1);
+        if (!parsed) return parsed.error();
+        classes.push_back(std::move(parsed.value()));
+    }
+
+    const std::string default_name = default_class_.value_or("default");
+    const auto default_class =
+        std::find_if(classes.begin(), classes.end(), [&](const ParsedClass& c) { return c.name == default_name; });
+    if (default_class == classes.end()) {
+        if (default_class_)
+            return located(path_, default_class_where_, "defaults.class",
+                           "no [[class]] is named " + quoted(default_name));
+        return located(path_, root.source(), "defaults.class",
+                       "not set, and no [[class]] is named \"default\"; sources no prefix matches need a class: "
+                       "name one \"default\" or set defaults.class");
+    }
+
+    auto ids = assign_ids(classes, previous_ids);
+    if (!ids) return ids.error();
+
+    LoadedPolicy loaded;
+    loaded.version = static_cast<uint64_t>(version.value().value_or(0));
+    CompiledPolicy& policy = loaded.compiled;
+    policy.header.global = global;
+    policy.header.default_class_id = ids.value()[static_cast<size_t>(default_class - classes.begin())];
+    policy.header.non_ip_verdict = non_ip_verdict_;
+    policy.header.malformed_verdict = malformed_verdict_;
+    for (size_t i = 0; i < classes.size(); i++) {
+        const uint32_t id = ids.value()[i];
+        classes[i].entry.class_id = id;
+        policy.classes.push_back(classes[i].entry);
+        for (PolicyPrefix prefix : classes[i].prefixes) {
+            prefix.class_id = id;
+            policy.prefixes.push_back(prefix);
+        }
+        loaded.class_ids[classes[i].name] = id;
+    }
+
+    // validate() refuses version 0, which here only means "the daemon numbers
+    // it"; everything else it checks must hold already.
+    policy.header.version = loaded.version ? loaded.version : 1;
+    const Status valid = validate(policy);
+    policy.header.version = loaded.version;
+    if (!valid) return Error{std::string(path_) + ": " + valid.error().message};
+    return loaded;
+}
+
+}  // namespace
+
+Result<LoadedPolicy> load_policy_toml(std::string_view text, std::string_view path,
+                                      const std::map<std::string, uint32_t>& previous_ids,
+                                      const PolicyLoadOptions& options) {
+    if (options.cpus == 0) return Error{std::string(path) + ": CPU count is 0"};
+    toml::table root;
+    try {
+        root = toml::parse(text, path);
+    } catch (const toml::parse_error& error) {
+        return located(path, error.source(), "TOML syntax", error.description());
+    }
+    return PolicyReader(path, options).read(root, previous_ids);
+}
+
+Result<LoadedPolicy> load_policy_file(const std::string& path, const std::map<std::string, uint32_t>& previous_ids,
+                                      const PolicyLoadOptions& options) {
+    const auto failure = [&path](std::string_view doing, int error) {
+        return Error{path + ": cannot " + std::string(doing) + ": " + std::generic_category().message(error)};
+    };
+    const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+    if (!file) return failure("open", errno);
+    std::string text;
+    char buffer[1 << 16];
+    size_t got = 0;
+    while ((got = std::fread(buffer, 1, sizeof(buffer), file.get())) > 0) {
+        text.append(buffer, got);
+        if (text.size() > kMaxFileBytes)
+            return Error{path + ": larger than " + std::to_string(kMaxFileBytes >> 20) + " MiB; not a policy file"};
+    }
+    if (std::ferror(file.get())) return failure("read", errno);
+    return load_policy_toml(text, path, previous_ids, options);
+}
+
+}  // namespace sluice

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+// The policy file: TOML in, a validated CompiledPolicy out. The format is
+// documented in examples/policy-schema.md. Every refusal names the file, the
+// line and column, and the setting, so an operator can fix it without reading
+// the source; nothing the loader returns is refused by validate().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "compiled_policy.h"
+#include "result.h"
+
+namespace sluice {
+
+struct PolicyLoadOptions {
+    uint32_t cpus = 1;  // possible CPUs: split shares and default lease sizes depend on it
+};
+
+struct LoadedPolicy {
+    uint64_t version = 0;                       // the file's `version`; 0 when absent (the daemon assigns one)
+    CompiledPolicy compiled;                    // header.version == version, so possibly 0 here
+    std::map<std::string, uint32_t> class_ids;  // class name -> id used in `compiled`
+};
+
+// Parses and validates one policy. `path` only appears in error messages.
+// `previous_ids` maps class names to the ids an earlier version used: a class
+// keeps its id across versions, so its buckets survive edits. A new name gets
+// the lowest id in 1..255 that is neither in `previous_ids` nor taken by
+// another class of this file; only when no such id is left does it reuse the
+// id of a class this file removed (the caller should then reset that state).
+Result<LoadedPolicy> load_policy_toml(std::string_view text, std::string_view path,
+                                      const std::map<std::string, uint32_t>& previous_ids,
+                                      const PolicyLoadOptions& options);
+
+// Reads `path` and loads it as above; every error names `path`.
+Result<LoadedPolicy> load_policy_file(const std::string& path, const std::map<std::string, uint32_t>& previous_ids,
+                                      const PolicyLoadOptions& options);
+
+}  // namespace sluice

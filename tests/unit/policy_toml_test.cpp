@@ -1,0 +1,537 @@
+// SPDX-License-Identifier: Apache-2.0
+// The policy file: what it compiles to, how class ids stay stable across
+// versions, and that every refusal says file:line:column and which setting.
+#include <gmock/gmock.h>
+
+#include <string>
+
+#include "policy_toml.h"
+#include "rate_limits.h"
+
+namespace sluice::test {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+using Ids = std::map<std::string, uint32_t>;
+
+Result<LoadedPolicy> load(std::string_view text, const Ids& previous = {}, uint32_t cpus = 4) {
+    return load_policy_toml(text, "p.toml", previous, PolicyLoadOptions{cpus});
+}
+
+LoadedPolicy load_ok(std::string_view text, const Ids& previous = {}, uint32_t cpus = 4) {
+    auto loaded = load(text, previous, cpus);
+    if (!loaded) {
+        ADD_FAILURE() << loaded.error().message;
+        return LoadedPolicy{};
+    }
+    return loaded.value();
+}
+
+std::string error_of(std::string_view text, const Ids& previous = {}, uint32_t cpus = 4) {
+    auto loaded = load(text, previous, cpus);
+    EXPECT_FALSE(loaded.ok()) << "loaded although it should not";
+    return loaded.ok() ? std::string() : loaded.error().message;
+}
+
+const sluice_class_entry& entry(const LoadedPolicy& policy, const std::string& name) {
+    static const sluice_class_entry missing{};
+    const auto id = policy.class_ids.find(name);
+    if (id == policy.class_ids.end()) {
+        ADD_FAILURE() << "no class " << name;
+        return missing;
+    }
+    const sluice_class_entry* found = policy.compiled.find_class(id->second);
+    EXPECT_NE(found, nullptr);
+    return found ? *found : missing;
+}
+
+// A policy with `n` classes c0..c(n-1) and c0 as the default.
+std::string many_classes(size_t n) {
+    std::string text = "[defaults]\nclass = \"c0\"\n";
+    for (size_t i = 0; i < n; i++) text += "[[class]]\nname = \"c" + std::to_string(i) + "\"\n";
+    return text;
+}
+
+// One class matching `n` IPv4 addresses, one per line from line 4.
+std::string many_prefixes(size_t n) {
+    std::string text = "[[class]]\nname = \"default\"\nmatch = [\n";
+    for (size_t i = 0; i < n; i++)
+        text += "\"10." + std::to_string(i / 65536) + "." + std::to_string(i / 256 % 256) + "." +
+                std::to_string(i % 256) + "\",\n";
+    return text + "]\n";
+}
+
+constexpr std::string_view kMinimal = R"toml([[class]]
+name = "default"
+)toml";
+
+TEST(PolicyToml, TheExampleFileLoads) {
+    for (uint32_t cpus : {1u, 4u, 64u, 256u}) {
+        auto loaded = load_policy_file(SLUICE_EXAMPLES_DIR "/policy.toml", {}, PolicyLoadOptions{cpus});
+        ASSERT_TRUE(loaded.ok()) << "cpus " << cpus << ": " << loaded.error().message;
+        const LoadedPolicy& policy = loaded.value();
+        EXPECT_EQ(policy.version, 7u);
+        EXPECT_EQ(policy.compiled.header.version, 7u);
+        EXPECT_TRUE(validate(policy.compiled).ok());
+        EXPECT_EQ(policy.class_ids,
+                  (Ids{{"default", 1}, {"web", 2}, {"partner", 3}, {"monitoring", 4}, {"blocked", 5}}));
+        EXPECT_EQ(policy.compiled.header.default_class_id, 1u);
+        EXPECT_TRUE(policy.compiled.header.global.enabled);
+        EXPECT_EQ(policy.compiled.prefixes.size(), 8u);
+        EXPECT_EQ(entry(policy, "web").aggregate.unit, SLUICE_UNIT_BYTES);
+        EXPECT_EQ(entry(policy, "partner").prefix_v4, 24);
+        EXPECT_EQ(entry(policy, "partner").table_full_verdict, SLUICE_VERDICT_DROP);
+        EXPECT_EQ(entry(policy, "monitoring").action, SLUICE_ACTION_PASS);
+        EXPECT_EQ(entry(policy, "blocked").action, SLUICE_ACTION_DROP);
+    }
+}
+
+TEST(PolicyToml, AMinimalPolicyGetsEveryDefault) {
+    const LoadedPolicy policy = load_ok(kMinimal);
+    EXPECT_EQ(policy.version, 0u);
+    const sluice_policy_header& h = policy.compiled.header;
+    EXPECT_EQ(h.version, 0u);  // the daemon numbers it
+    EXPECT_EQ(h.default_class_id, 1u);
+    EXPECT_FALSE(h.global.enabled);
+    EXPECT_EQ(h.non_ip_verdict, SLUICE_VERDICT_PASS);
+    EXPECT_EQ(h.malformed_verdict, SLUICE_VERDICT_DROP);
+    ASSERT_EQ(policy.compiled.classes.size(), 1u);
+    const sluice_class_entry& cls = policy.compiled.classes[0];
+    EXPECT_EQ(cls.class_id, 1u);
+    EXPECT_EQ(cls.action, SLUICE_ACTION_LIMIT);
+    EXPECT_EQ(cls.table_full_verdict, SLUICE_VERDICT_PASS);
+    EXPECT_EQ(cls.prefix_v4, 32);
+    EXPECT_EQ(cls.prefix_v6, 64);
+    EXPECT_FALSE(cls.per_source.enabled);
+    EXPECT_FALSE(cls.aggregate.enabled);
+    EXPECT_TRUE(policy.compiled.prefixes.empty());
+}
+
+TEST(PolicyToml, DefaultsApplyToEveryClass) {
+    const LoadedPolicy policy = load_ok(R"toml(version = 3
+[defaults]
+unit = "bytes"
+accuracy = "split"
+on_table_full = "closed"
+non_ip = "drop"
+malformed = "pass"
+max_frame_bytes = 1518
+prefix_v4 = 24
+prefix_v6 = 56
+[[class]]
+name = "default"
+per_source = { rate = 1_000_000, burst = 100_000 }
+aggregate = { rate = 8_000_000, burst = 800_000 }
+)toml");
+    EXPECT_EQ(policy.version, 3u);
+    EXPECT_EQ(policy.compiled.header.version, 3u);
+    EXPECT_EQ(policy.compiled.header.non_ip_verdict, SLUICE_VERDICT_DROP);
+    EXPECT_EQ(policy.compiled.header.malformed_verdict, SLUICE_VERDICT_PASS);
+    const sluice_class_entry& cls = entry(policy, "default");
+    EXPECT_EQ(cls.table_full_verdict, SLUICE_VERDICT_DROP);
+    EXPECT_EQ(cls.prefix_v4, 24);
+    EXPECT_EQ(cls.prefix_v6, 56);
+    for (const sluice_level_limit& level : {cls.per_source, cls.aggregate}) {
+        EXPECT_TRUE(level.enabled);
+        EXPECT_EQ(level.unit, SLUICE_UNIT_BYTES);
+        EXPECT_EQ(level.accuracy, SLUICE_ACCURACY_SPLIT);
+    }
+    // 100_000 / 4 CPUs = 25_000 bytes per CPU >= 1518: only valid because max_frame_bytes came down.
+    EXPECT_EQ(cls.per_source.share.burst_nano, 25'000 * SLUICE_NANO);
+}
+
+TEST(PolicyToml, ClassesOverrideDefaultsAndPerSourceOverridesTheClass) {
+    const LoadedPolicy policy = load_ok(R"toml([defaults]
+unit = "bytes"
+prefix_v4 = 24
+[[class]]
+name = "default"
+unit = "packets"
+on_table_full = "closed"
+prefix_v6 = 48
+per_source = { rate = 10, burst = 20 }
+aggregate = { rate = 1_000_000, burst = 100_000, unit = "bytes" }
+[[class]]
+name = "other"
+per_source = { rate = 1_000_000, burst = 100_000, prefix_v4 = 16 }
+)toml");
+    const sluice_class_entry& cls = entry(policy, "default");
+    EXPECT_EQ(cls.per_source.unit, SLUICE_UNIT_PACKETS);
+    EXPECT_EQ(cls.aggregate.unit, SLUICE_UNIT_BYTES);
+    EXPECT_EQ(cls.table_full_verdict, SLUICE_VERDICT_DROP);
+    EXPECT_EQ(cls.prefix_v4, 24);
+    EXPECT_EQ(cls.prefix_v6, 48);
+    const sluice_class_entry& other = entry(policy, "other");
+    EXPECT_EQ(other.per_source.unit, SLUICE_UNIT_BYTES);
+    EXPECT_EQ(other.table_full_verdict, SLUICE_VERDICT_PASS);
+    EXPECT_EQ(other.prefix_v4, 16);
+    EXPECT_EQ(other.prefix_v6, 64);
+}
+
+TEST(PolicyToml, ByteBurstsMustHoldTheLargestFrame) {
+    const std::string e = error_of(R"toml([[class]]
+name = "default"
+unit = "bytes"
+[class.per_source]
+rate = 1_000_000
+burst = 1500
+)toml");
+    EXPECT_THAT(e, StartsWith("p.toml:6:9: class \"default\".per_source.burst: burst 1500 bytes is below"));
+    EXPECT_THAT(e, HasSubstr("at least 9216"));
+
+    const LoadedPolicy policy = load_ok(R"toml([[class]]
+name = "default"
+unit = "bytes"
+max_frame_bytes = 1500
+per_source = { rate = 1_000_000, burst = 1500 }
+)toml");
+    EXPECT_EQ(entry(policy, "default").per_source.full.burst_nano, 1500 * SLUICE_NANO);
+}
+
+TEST(PolicyToml, SplitGivesEachCpuAShareLeaseSizesLeases) {
+    const LoadedPolicy policy = load_ok(R"toml([[class]]
+name = "default"
+per_source = { rate = 1000, burst = 2000, accuracy = "split" }
+aggregate = { rate = 100_000, burst = 64_000 }
+[[class]]
+name = "tuned"
+aggregate = { rate = 100_000, burst = 64_000, lease = 500, lease_ttl_ms = 250 }
+)toml",
+                                        {}, 8);
+    const sluice_class_entry& cls = entry(policy, "default");
+    EXPECT_EQ(cls.per_source.accuracy, SLUICE_ACCURACY_SPLIT);
+    EXPECT_EQ(cls.per_source.share.rate_per_s, 125u);
+    EXPECT_EQ(cls.per_source.share.burst_nano, 250 * SLUICE_NANO);
+    EXPECT_EQ(cls.per_source.lease_nano, 0u);
+    EXPECT_EQ(cls.aggregate.accuracy, SLUICE_ACCURACY_LEASE);
+    EXPECT_EQ(cls.aggregate.lease_nano, 64'000 * SLUICE_NANO / (kLeaseBurstDivisor * 8));
+    EXPECT_EQ(cls.aggregate.lease_ttl_ns, kDefaultLeaseTtlNs);
+    EXPECT_EQ(cls.aggregate.share.rate_per_s, 0u);
+    const sluice_class_entry& tuned = entry(policy, "tuned");
+    EXPECT_EQ(tuned.aggregate.lease_nano, 500 * SLUICE_NANO);
+    EXPECT_EQ(tuned.aggregate.lease_ttl_ns, 250'000'000u);
+}
+
+TEST(PolicyToml, SplitSharesTooSmallForTheCpuCountAreRefused) {
+    const std::string e = error_of(R"toml([[class]]
+name = "default"
+per_source = { rate = 10, burst = 100, accuracy = "split" }
+)toml",
+                                   {}, 16);
+    EXPECT_THAT(e, StartsWith("p.toml:3:23: class \"default\".per_source.rate: split accuracy gives each of 16 CPUs"));
+}
+
+TEST(PolicyToml, LeaseSettingsOnASplitLimitAreRefused) {
+    const std::string e = error_of(R"toml([defaults]
+accuracy = "split"
+[[class]]
+name = "default"
+per_source = { rate = 1000, burst = 2000, lease_ttl_ms = 5 }
+)toml");
+    EXPECT_THAT(e, StartsWith("p.toml:5:58: class \"default\".per_source.lease_ttl_ms: applies only to accuracy"));
+}
+
+TEST(PolicyToml, TheDefaultClassIsTheOneNamedDefaultOrDefaultsClass) {
+    const LoadedPolicy named = load_ok(R"toml([[class]]
+name = "web"
+match = ["192.0.2.0/24"]
+[[class]]
+name = "default"
+)toml");
+    EXPECT_EQ(named.compiled.header.default_class_id, named.class_ids.at("default"));
+    EXPECT_EQ(named.compiled.header.default_class_id, 2u);
+
+    const LoadedPolicy chosen = load_ok(R"toml([defaults]
+class = "rest"
+[[class]]
+name = "default"
+[[class]]
+name = "rest"
+)toml");
+    EXPECT_EQ(chosen.compiled.header.default_class_id, chosen.class_ids.at("rest"));
+}
+
+TEST(PolicyToml, AMissingDefaultClassIsRefused) {
+    EXPECT_THAT(error_of("[[class]]\nname = \"web\"\n"),
+                StartsWith("p.toml:1:1: defaults.class: not set, and no [[class]] is named \"default\""));
+    EXPECT_THAT(error_of("[defaults]\nclass = \"nope\"\n[[class]]\nname = \"default\"\n"),
+                StartsWith("p.toml:2:9: defaults.class: no [[class]] is named \"nope\""));
+    EXPECT_THAT(error_of("version = 1\n"), StartsWith("p.toml:1:1: class: at least one [[class]] is required"));
+}
+
+TEST(PolicyToml, ClassesKeepTheirIdsAcrossVersions) {
+    const std::string text = R"toml([[class]]
+name = "new-a"
+[[class]]
+name = "web"
+[[class]]
+name = "default"
+[[class]]
+name = "new-b"
+)toml";
+    // "gone" was removed in this version: its id 1 stays unused while the caller still remembers it.
+    const LoadedPolicy policy = load_ok(text, Ids{{"default", 3}, {"web", 200}, {"gone", 1}});
+    EXPECT_EQ(policy.class_ids, (Ids{{"new-a", 2}, {"web", 200}, {"default", 3}, {"new-b", 4}}));
+    EXPECT_EQ(policy.compiled.header.default_class_id, 3u);
+    ASSERT_EQ(policy.compiled.classes.size(), 4u);
+    EXPECT_EQ(policy.compiled.classes[1].class_id, 200u);  // file order, ids from history
+
+    // Loading the result again as history changes nothing.
+    EXPECT_EQ(load_ok(text, policy.class_ids).class_ids, policy.class_ids);
+}
+
+TEST(PolicyToml, PrefixesCarryTheirClassId) {
+    const LoadedPolicy policy = load_ok(R"toml([[class]]
+name = "default"
+[[class]]
+name = "web"
+match = ["198.51.100.0/24", "2001:db8::/32"]
+)toml",
+                                        Ids{{"web", 9}});
+    ASSERT_EQ(policy.compiled.prefixes.size(), 2u);
+    EXPECT_EQ(policy.compiled.prefixes[0].family, SLUICE_FAMILY_IPV4);
+    EXPECT_EQ(policy.compiled.prefixes[0].length, 24);
+    EXPECT_EQ(policy.compiled.prefixes[0].class_id, 9u);
+    EXPECT_EQ(policy.compiled.prefixes[1].family, SLUICE_FAMILY_IPV6);
+    EXPECT_EQ(policy.compiled.prefixes[1].class_id, 9u);
+}
+
+TEST(PolicyToml, RemovedIdsAreReusedOnlyWhenNoOtherIsLeft) {
+    Ids previous;
+    for (uint32_t id = 1; id < SLUICE_MAX_CLASSES; id++) previous["c" + std::to_string(id - 1)] = id;
+    // c1 (id 2) is renamed: every id is remembered, so the new name must take a removed one.
+    std::string text = many_classes(255);
+    text.replace(text.find("\"c1\""), 4, "\"renamed\"");
+    const LoadedPolicy policy = load_ok(text, previous);
+    EXPECT_EQ(policy.class_ids.at("renamed"), 2u);
+    EXPECT_EQ(policy.class_ids.at("c254"), 255u);
+}
+
+TEST(PolicyToml, BadPreviousIdsAreRefused) {
+    EXPECT_THAT(error_of(kMinimal, Ids{{"default", 0}}),
+                StartsWith("p.toml: class \"default\": its previous id 0 is outside 1..255"));
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\n[[class]]\nname = \"b\"\n", Ids{{"default", 4}, {"b", 4}}),
+                HasSubstr("its previous id 4 also belonged to another class"));
+}
+
+TEST(PolicyToml, PassAndDropClassesTakeNoLimits) {
+    const LoadedPolicy policy = load_ok(R"toml([[class]]
+name = "default"
+action = "drop"
+[[class]]
+name = "trusted"
+action = "pass"
+match = ["10.0.0.0/8"]
+)toml");
+    EXPECT_EQ(entry(policy, "default").action, SLUICE_ACTION_DROP);
+    EXPECT_EQ(entry(policy, "trusted").action, SLUICE_ACTION_PASS);
+
+    EXPECT_THAT(error_of(R"toml([[class]]
+name = "default"
+action = "pass"
+aggregate = { rate = 1, burst = 1 }
+)toml"),
+                StartsWith("p.toml:4:13: class \"default\".aggregate: never applies: action = \"pass\""));
+    EXPECT_THAT(error_of(R"toml([[class]]
+name = "default"
+action = "drop"
+[class.per_source]
+rate = 1
+burst = 1
+)toml"),
+                StartsWith("p.toml:4:1: class \"default\".per_source: never applies: action = \"drop\""));
+}
+
+TEST(PolicyToml, GlobalCeilingIsEnabledOnlyWhenPresent) {
+    EXPECT_FALSE(load_ok(kMinimal).compiled.header.global.enabled);
+    const LoadedPolicy policy = load_ok(R"toml([defaults]
+unit = "bytes"
+[global]
+rate = 2_000_000
+burst = 200_000
+unit = "packets"
+accuracy = "split"
+[[class]]
+name = "default"
+)toml");
+    const sluice_level_limit& global = policy.compiled.header.global;
+    EXPECT_TRUE(global.enabled);
+    EXPECT_EQ(global.unit, SLUICE_UNIT_PACKETS);
+    EXPECT_EQ(global.accuracy, SLUICE_ACCURACY_SPLIT);
+    EXPECT_EQ(global.full.rate_per_s, 2'000'000u);
+    EXPECT_EQ(global.share.rate_per_s, 500'000u);
+}
+
+TEST(PolicyToml, SyntaxErrorsCarryTheirPosition) {
+    const std::string e = error_of("version = 1\n[defaults\nunit = \"bytes\"\n");
+    EXPECT_THAT(e, StartsWith("p.toml:2:10: TOML syntax: "));
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\n"), StartsWith("p.toml:2:"));
+}
+
+TEST(PolicyToml, UnknownKeysAreRefusedEverywhere) {
+    const std::string top = error_of("version = 1\n\n\n\ncolour = \"blue\"\n[[class]]\nname = \"default\"\n");
+    EXPECT_THAT(top, StartsWith("p.toml:5:1: colour: unknown key; allowed here: version, defaults, global, class"));
+    EXPECT_THAT(error_of("[defaults]\nunits = \"bytes\"\n[[class]]\nname = \"default\"\n"),
+                StartsWith("p.toml:2:1: defaults.units: unknown key; allowed here: unit, accuracy,"));
+    EXPECT_THAT(error_of("[global]\nrate = 1\nburst = 1\nceiling = 3\n[[class]]\nname = \"default\"\n"),
+                StartsWith("p.toml:4:1: global.ceiling: unknown key; allowed here: rate, burst,"));
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\n  matches = [\"10.0.0.0/8\"]\n"),
+                StartsWith("p.toml:3:3: class \"default\".matches: unknown key; allowed here: name, match,"));
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nper_source = { rate = 1, burst = 1, prefix = 24 }\n"),
+                StartsWith("p.toml:3:37: class \"default\".per_source.prefix: unknown key; allowed here: rate, burst, "
+                           "unit, accuracy, lease, lease_ttl_ms, prefix_v4, prefix_v6"));
+    // prefix_v4 is a per_source key, not an aggregate one.
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\naggregate = { rate = 1, burst = 1, prefix_v4 = 24 }\n"),
+                StartsWith("p.toml:3:36: class \"default\".aggregate.prefix_v4: unknown key; allowed here: rate, "
+                           "burst, unit, accuracy, lease, lease_ttl_ms"));
+}
+
+TEST(PolicyToml, TheFirstUnknownKeyInTheFileIsReported) {
+    // Tables iterate in key order; the error must still be the first in the file.
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nzzz = 1\naaa = 2\n"),
+                StartsWith("p.toml:3:1: class \"default\".zzz: unknown key"));
+}
+
+TEST(PolicyToml, WrongTypesNameTheExpectedType) {
+    EXPECT_THAT(error_of("[defaults]\nprefix_v4 = \"24\"\n[[class]]\nname = \"default\"\n"),
+                StartsWith("p.toml:2:13: defaults.prefix_v4: expected an integer in 1..32, got a string (\"24\")"));
+    EXPECT_THAT(error_of("version = true\n[[class]]\nname = \"default\"\n"),
+                StartsWith("p.toml:1:11: version: expected an integer of at least 1, got a boolean (true)"));
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nmatch = \"10.0.0.0/8\"\n"),
+                StartsWith("p.toml:3:9: class \"default\".match: expected an array of CIDR strings, got a string"));
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nper_source = 5\n"),
+                StartsWith("p.toml:3:14: class \"default\".per_source: expected a table, got an integer (5)"));
+    EXPECT_THAT(error_of("[class]\nname = \"default\"\n"),
+                StartsWith("p.toml:1:1: class: expected an array of tables ([[class]]), got a table"));
+    EXPECT_THAT(error_of("[[class]]\nname = 5\n"),
+                StartsWith("p.toml:2:8: class #1.name: expected a string, got an integer (5)"));
+}
+
+TEST(PolicyToml, NegativeRateIsRefused) {
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nper_source = { rate = -5, burst = 10 }\n"),
+                StartsWith("p.toml:3:23: class \"default\".per_source.rate: expected a non-negative integer, got -5"));
+}
+
+TEST(PolicyToml, FloatBurstIsRefused) {
+    EXPECT_THAT(error_of("[global]\nrate = 100\nburst = 1.5\n[[class]]\nname = \"default\"\n"),
+                StartsWith("p.toml:3:9: global.burst: expected a non-negative integer, got a float (1.5)"));
+}
+
+TEST(PolicyToml, MissingRateOrBurstIsRefused) {
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nper_source = { burst = 10 }\n"),
+                StartsWith("p.toml:3:14: class \"default\".per_source: rate is required"));
+    EXPECT_THAT(error_of("[global]\nrate = 10\n[[class]]\nname = \"default\"\n"),
+                StartsWith("p.toml:1:1: global: burst is required"));
+}
+
+TEST(PolicyToml, LimitsOutOfRangeComeFromCompileLevel) {
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\naggregate = { rate = 0, burst = 10 }\n"),
+                StartsWith("p.toml:3:22: class \"default\".aggregate.rate: rate is 0"));
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\naggregate = { rate = 10, burst = 4_000_000_001 }\n"),
+                StartsWith("p.toml:3:34: class \"default\".aggregate.burst: burst 4000000001 exceeds the maximum"));
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\naggregate = { rate = 10, burst = 10, lease = 11 }\n"),
+                StartsWith("p.toml:3:46: class \"default\".aggregate.lease: lease 11 packets is outside 1..10"));
+}
+
+TEST(PolicyToml, LeaseTtlOutOfRangeIsRefused) {
+    for (const char* ttl : {"0", "1001"})
+        EXPECT_THAT(
+            error_of(std::string("[global]\nrate = 10\nburst = 10\nlease_ttl_ms = ") + ttl +
+                     "\n[[class]]\nname = \"default\"\n"),
+            StartsWith(std::string("p.toml:4:16: global.lease_ttl_ms: expected an integer in 1..1000, got ") + ttl));
+}
+
+TEST(PolicyToml, UnknownEnumStringsListTheChoices) {
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\naction = \"block\"\n"),
+                StartsWith("p.toml:3:10: class \"default\".action: expected one of \"limit\", \"pass\", \"drop\", got "
+                           "a string (\"block\")"));
+    EXPECT_THAT(error_of("[defaults]\non_table_full = \"pass\"\n[[class]]\nname = \"default\"\n"),
+                StartsWith("p.toml:2:17: defaults.on_table_full: expected one of \"open\", \"closed\""));
+}
+
+TEST(PolicyToml, ClassNamesAreValidAndUnique) {
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\n[[class]]\nname = \"default\"\n"),
+                StartsWith("p.toml:4:8: class \"default\".name: \"default\" is already the name of the class at "
+                           "p.toml:2:8"));
+    EXPECT_THAT(error_of("[[class]]\nname = \"Web\"\n"),
+                StartsWith("p.toml:2:8: class \"Web\".name: \"Web\" is not a valid class name"));
+    EXPECT_THAT(error_of("[[class]]\nname = \"" + std::string(64, 'a') + "\"\n"), HasSubstr("is not a valid class"));
+    EXPECT_TRUE(load("[[class]]\nname = \"default\"\n[[class]]\nname = \"" + std::string(63, 'a') + "\"\n").ok());
+    EXPECT_THAT(error_of("[[class]]\nmatch = []\n"), StartsWith("p.toml:1:1: class #1: name is required"));
+}
+
+TEST(PolicyToml, BadPrefixesAreRefused) {
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nmatch = [\"10.0.0.0/8\", \"10.0.0.1/8\"]\n"),
+                StartsWith("p.toml:3:24: class \"default\".match[1]: \"10.0.0.1/8\" has host bits set past /8"));
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nmatch = [\"example.com\"]\n"),
+                StartsWith("p.toml:3:10: class \"default\".match[0]: \"example.com\" is not an IPv4 or IPv6 prefix"));
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nmatch = [24]\n"),
+                StartsWith("p.toml:3:10: class \"default\".match[0]: expected a CIDR string"));
+}
+
+TEST(PolicyToml, OnePrefixBelongsToOneClass) {
+    const std::string e = error_of(R"toml([[class]]
+name = "default"
+match = ["2001:db8::/32"]
+[[class]]
+name = "web"
+match = ["2001:0db8:0::/32"]
+)toml");
+    EXPECT_THAT(e, StartsWith("p.toml:6:10: class \"web\".match[0]: \"2001:0db8:0::/32\" conflicts with class "
+                              "\"default\" (p.toml:3:10)"));
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nmatch = [\"10.0.0.0/8\", \"10.0.0.0/8\"]\n"),
+                StartsWith("p.toml:3:24: class \"default\".match[1]: \"10.0.0.0/8\" is listed twice in class "
+                           "\"default\" (also at p.toml:3:10)"));
+}
+
+TEST(PolicyToml, AtMost255Classes) {
+    EXPECT_TRUE(load(many_classes(255)).ok());
+    EXPECT_THAT(error_of(many_classes(256)),
+                StartsWith("p.toml:513:1: class #256: a policy holds at most 255 classes (ids 1..255)"));
+}
+
+TEST(PolicyToml, AtMost4096PrefixesPerFamily) {
+    EXPECT_TRUE(load(many_prefixes(4096)).ok());
+    EXPECT_THAT(error_of(many_prefixes(4097)),
+                StartsWith("p.toml:4100:1: class \"default\".match[4096]: more than 4096 IPv4 prefixes"));
+}
+
+TEST(PolicyToml, SourcePrefixSetTwiceMustAgree) {
+    EXPECT_THAT(error_of(R"toml([[class]]
+name = "default"
+prefix_v4 = 24
+per_source = { rate = 1, burst = 1, prefix_v4 = 16 }
+)toml"),
+                StartsWith("p.toml:4:49: class \"default\".per_source.prefix_v4: /16 contradicts class "
+                           "\"default\".prefix_v4 = 24 (p.toml:3:13)"));
+    EXPECT_TRUE(load("[[class]]\nname = \"default\"\nprefix_v6 = 48\nper_source = { rate = 1, burst = 1, "
+                     "prefix_v6 = 48 }\n")
+                    .ok());
+}
+
+TEST(PolicyToml, VersionMustBePositive) {
+    EXPECT_THAT(error_of("version = 0\n[[class]]\nname = \"default\"\n"),
+                StartsWith("p.toml:1:11: version: expected an integer of at least 1, got 0"));
+}
+
+TEST(PolicyToml, FilesThatCannotBeReadAreNamed) {
+    auto missing = load_policy_file("/nonexistent/policy.toml", {}, PolicyLoadOptions{4});
+    ASSERT_FALSE(missing.ok());
+    EXPECT_THAT(missing.error().message, StartsWith("/nonexistent/policy.toml: cannot open: "));
+    auto directory = load_policy_file(SLUICE_EXAMPLES_DIR, {}, PolicyLoadOptions{4});
+    ASSERT_FALSE(directory.ok());
+    EXPECT_THAT(directory.error().message, StartsWith(SLUICE_EXAMPLES_DIR ": cannot read: "));
+}
+
+TEST(PolicyToml, GarbageNeverThrows) {
+    for (std::string_view text : {std::string_view("\xff\xfe\x00garbage", 10), std::string_view("[[[["),
+                                  std::string_view("= = ="), std::string_view("")}) {
+        auto loaded = load(text);
+        EXPECT_FALSE(loaded.ok());
+    }
+}
+
+}  // namespace
+}  // namespace sluice::test
