@@ -62,18 +62,6 @@ std::string_view syscall_op_label(SyscallOp op) {
 void XdpDataplane::SkeletonDeleter::operator()(struct ::sluice_bpf* skel) const { sluice_bpf__destroy(skel); }
 void XdpDataplane::RingBufferDeleter::operator()(struct ::ring_buffer* rb) const { ring_buffer__free(rb); }
 
-XdpDataplane::Fd::~Fd() {
-    if (fd_ >= 0) close(fd_);
-}
-
-XdpDataplane::Fd& XdpDataplane::Fd::operator=(Fd&& other) noexcept {
-    if (this != &other) {
-        if (fd_ >= 0) close(fd_);
-        fd_ = other.release();
-    }
-    return *this;
-}
-
 XdpDataplane::~XdpDataplane() = default;
 
 Error XdpDataplane::syscall_error(SyscallOp op, const std::string& what, int err) {
@@ -130,10 +118,10 @@ Status XdpDataplane::load(const XdpOptions& options) {
 
     // The grace-period trigger: updating an ARRAY_OF_MAPS makes the kernel
     // wait (synchronize_rcu) until every running BPF program has finished.
-    grace_inner_ = Fd(bpf_map_create(BPF_MAP_TYPE_ARRAY, "sluice_grace_in", 4, 4, 1, nullptr));
+    grace_inner_ = UniqueFd(bpf_map_create(BPF_MAP_TYPE_ARRAY, "sluice_grace_in", 4, 4, 1, nullptr));
     if (grace_inner_.get() < 0) return syscall_error(SyscallOp::map_update, "creating the grace-period map", errno);
     LIBBPF_OPTS(bpf_map_create_opts, outer_opts, .inner_map_fd = static_cast<__u32>(grace_inner_.get()));
-    grace_outer_ = Fd(bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "sluice_grace", 4, 4, 1, &outer_opts));
+    grace_outer_ = UniqueFd(bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "sluice_grace", 4, 4, 1, &outer_opts));
     if (grace_outer_.get() < 0) return syscall_error(SyscallOp::map_update, "creating the grace-period map", errno);
 
     return adopt_pinned_links();
@@ -145,7 +133,7 @@ Status XdpDataplane::check_pinned_maps() {
         if (bpf_map__is_internal(map)) continue;
         const std::string path = pin_dir_ + "/" + bpf_map__name(map);
         if (access(path.c_str(), F_OK) != 0) continue;
-        Fd pinned(bpf_obj_get(path.c_str()));
+        UniqueFd pinned(bpf_obj_get(path.c_str()));
         if (pinned.get() < 0) return syscall_error(SyscallOp::pin, "opening pinned map " + path, errno);
         bpf_map_info info{};
         __u32 len = sizeof(info);
@@ -199,7 +187,7 @@ Status XdpDataplane::adopt_pinned_links() {
         if (name.substr(0, kLinkPinPrefix.size()) != kLinkPinPrefix) continue;
         const int ifindex = std::atoi(std::string(name.substr(kLinkPinPrefix.size())).c_str());
         const std::string path = pin_dir_ + "/" + std::string(name);
-        Fd link(bpf_obj_get(path.c_str()));
+        UniqueFd link(bpf_obj_get(path.c_str()));
         if (link.get() < 0) return syscall_error(SyscallOp::pin, "opening pinned link " + path, errno);
         // The interface keeps enforcing throughout: the link switches to
         // this instance of the program atomically.
@@ -429,7 +417,7 @@ Status XdpDataplane::attach(int ifindex, XdpMode mode) {
     if (links_.count(ifindex)) return Error{"interface " + std::to_string(ifindex) + " is already attached"};
     LIBBPF_OPTS(bpf_link_create_opts, opts,
                 .flags = static_cast<__u32>(mode == XdpMode::native ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE));
-    Fd link(bpf_link_create(program_fd(), ifindex, BPF_XDP, &opts));
+    UniqueFd link(bpf_link_create(program_fd(), ifindex, BPF_XDP, &opts));
     if (link.get() < 0)
         return syscall_error(SyscallOp::link,
                              std::string("attaching to interface ") + std::to_string(ifindex) + " in " +

@@ -20,6 +20,7 @@
 #include "compiled_policy.h"
 #include "result.h"
 #include "sluice/abi.h"
+#include "unique_fd.h"
 
 struct sluice_bpf;  // the bpftool skeleton (build/ebpf/sluice.skel.h)
 struct ring_buffer;
@@ -121,29 +122,13 @@ class XdpDataplane {
     struct RingBufferDeleter {
         void operator()(struct ::ring_buffer* rb) const;
     };
-    class Fd {
-      public:
-        explicit Fd(int fd = -1) : fd_(fd) {}
-        ~Fd();
-        Fd(Fd&& other) noexcept : fd_(other.release()) {}
-        Fd& operator=(Fd&& other) noexcept;
-        int get() const { return fd_; }
-        int release() {
-            const int fd = fd_;
-            fd_ = -1;
-            return fd;
-        }
-
-      private:
-        int fd_;
-    };
 
     std::unique_ptr<struct ::sluice_bpf, SkeletonDeleter> skel_;
     std::unique_ptr<struct ::ring_buffer, RingBufferDeleter> events_;
     // An ARRAY_OF_MAPS whose update makes the kernel wait for every running
     // BPF program: the grace period between a flip and reuse of the old slot.
-    Fd grace_outer_, grace_inner_;
-    std::map<int, Fd> links_;  // by ifindex
+    UniqueFd grace_outer_, grace_inner_;
+    std::map<int, UniqueFd> links_;  // by ifindex
     std::string pin_dir_;
     uint32_t cpus_ = 0;
     const std::function<void(const sluice_drop_event&)>* event_sink_ = nullptr;  // during drain_events

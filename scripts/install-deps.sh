@@ -6,10 +6,12 @@ set -euo pipefail
 packages=(
   # build
   meson ninja-build pkg-config g++ gcc python3
+  # network namespaces and veth pairs for the tests
+  iproute2
   # BPF: compiler, libbpf, skeleton generator, kernel UAPI headers
   clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev linux-libc-dev
   # libraries
-  libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libtomlplusplus-dev nlohmann-json3-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
 )
 
 missing=()

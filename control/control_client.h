@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// sluicectl's side of the control socket (see control_protocol.h): one
+// connection, one request at a time, each answered or timed out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "control_protocol.h"
+#include "result.h"
+
+namespace sluice {
+
+class ControlClient {
+  public:
+    // Errors say what to do: start sluiced when there is no socket or no one
+    // listens, run as root or a group member when access is denied.
+    static Result<ControlClient> connect(const std::string& path, int timeout_ms);
+
+    // Sends {"id", "verb", "args"} and waits (up to the connect timeout) for
+    // the response with the same id. A server error comes back as an Error
+    // whose message is "code: message" (split_control_error() takes it apart).
+    Result<nlohmann::json> call(const std::string& verb, const nlohmann::json& args = nlohmann::json::object());
+
+    const std::string& socket_path() const { return path_; }
+
+  private:
+    ControlClient(UniqueFd fd, std::string path, int timeout_ms)
+        : fd_(std::move(fd)), path_(std::move(path)), timeout_ms_(timeout_ms) {}
+
+    Status send_all(const std::string& bytes, int* failed_errno);
+    Result<std::string> read_line();
+    // Sets *answered when the server sent a response for this call (ok or not).
+    Result<nlohmann::json> read_response(std::int64_t id, bool* answered);
+
+    UniqueFd fd_;
+    std::string path_;
+    int timeout_ms_;
+    std::int64_t next_id_ = 1;
+    std::string pending_;  // bytes read past the last complete line
+};
+
+}  // namespace sluice

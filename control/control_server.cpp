@@ -1,0 +1,442 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "control_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace sluice {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Bytes read per connection per round, so one chatty client cannot starve the rest.
+constexpr std::size_t kReadBudgetPerRound = 64 * 1024;
+// A client that pipelines without reading: stop reading its requests until
+// it has taken some of the responses.
+constexpr std::size_t kMaxPendingOutputBytes = 4 * 1024 * 1024;
+
+constexpr std::string_view kUnknownVerbLabel = "<unknown>";
+constexpr std::string_view kNoVerbLabel = "<none>";
+
+Result<sockaddr_un> unix_address(const std::string& path) {
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    if (path.empty() || path.size() >= sizeof(address.sun_path)) {
+        return Error{"control socket path \"" + path + "\" must be 1 to " +
+                     std::to_string(sizeof(address.sun_path) - 1) + " bytes long"};
+    }
+    path.copy(address.sun_path, path.size());
+    return address;
+}
+
+// A socket file is stale when nothing accepts on it any more (the previous
+// daemon died without unlinking it). Anything else at the path is left alone.
+Status remove_stale_socket(const std::string& path, const sockaddr_un& address) {
+    struct stat info {};
+    if (::lstat(path.c_str(), &info) != 0) {
+        if (errno == ENOENT) return ok_status();
+        return Error{errno_message("cannot inspect control socket path " + path, errno)};
+    }
+    if (!S_ISSOCK(info.st_mode)) {
+        return Error{"control socket path " + path + " exists and is not a socket; refusing to replace it"};
+    }
+    UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!probe.valid()) return Error{errno_message("socket() for probing " + path, errno)};
+    if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) {
+        return Error{"another server is already listening on " + path + " (is sluiced running?)"};
+    }
+    if (errno != ECONNREFUSED) {
+        return Error{errno_message("cannot tell whether " + path + " is in use", errno)};
+    }
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+        return Error{errno_message("cannot remove stale control socket " + path, errno)};
+    }
+    return ok_status();
+}
+
+json error_response(const json& id, ControlErrorCode code, std::string_view message, std::string_view setting = {}) {
+    json error = {{"code", control_error_code_name(code)}, {"message", message}};
+    if (!setting.empty()) error["setting"] = setting;
+    return {{"id", id}, {"ok", false}, {"error", std::move(error)}};
+}
+
+std::string to_line(const json& response) {
+    // Handlers may return strings that are not UTF-8 (interface names,
+    // paths); replace those bytes rather than throw.
+    return response.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+bool default_authorize(const Peer& peer, const std::optional<gid_t>& group) {
+    return peer.uid == 0 || peer.uid == ::geteuid() || (group && peer.gid == *group);
+}
+
+}  // namespace
+
+struct ControlServer::State {
+    struct Connection {
+        UniqueFd fd;
+        Peer peer;
+        std::string input;                                // bytes received, not yet a complete line
+        std::string output;                               // responses not yet written
+        std::optional<Clock::time_point> partial_since;   // when the pending half-request began
+        std::optional<Clock::time_point> close_deadline;  // set once we decided to close after flushing
+        bool broken = false;                              // peer gone or write failed: drop without flushing
+    };
+
+    ControlServerOptions options;
+    UniqueFd listener;
+    UniqueFd wakeup;  // eventfd written by stop()
+    dev_t socket_dev = 0;
+    ino_t socket_ino = 0;
+    std::map<std::string, Handler, std::less<>> handlers;
+    std::vector<Connection> connections;
+    RequestCounts counts;
+    std::atomic<bool> stopping{false};
+
+    ~State() {
+        connections.clear();
+        listener.reset();
+        // Unlink only our own socket: a successor may already have replaced it.
+        struct stat info {};
+        if (::lstat(options.socket_path.c_str(), &info) == 0 && info.st_dev == socket_dev &&
+            info.st_ino == socket_ino) {
+            ::unlink(options.socket_path.c_str());
+        }
+    }
+
+    void count(std::string_view verb, std::string_view outcome) { ++counts[std::string(verb)][std::string(outcome)]; }
+
+    void accept_all() {
+        for (;;) {
+            UniqueFd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+            if (!fd.valid()) {
+                if (errno == EINTR || errno == ECONNABORTED) continue;
+                return;  // EAGAIN: all taken. EMFILE and friends: retry next round.
+            }
+            Connection connection;
+            connection.fd = std::move(fd);
+            ucred credentials{};
+            socklen_t length = sizeof(credentials);
+            const bool known = ::getsockopt(connection.fd.get(), SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0;
+            connection.peer = {credentials.pid, credentials.uid, credentials.gid};
+            const bool allowed = known && (options.authorize ? options.authorize(connection.peer)
+                                                             : default_authorize(connection.peer, options.group));
+            if (!allowed) {
+                count(kNoVerbLabel, control_error_code_name(ControlErrorCode::permission_denied));
+                connection.output = to_line(error_response(
+                    nullptr, ControlErrorCode::permission_denied,
+                    known ? "uid " + std::to_string(connection.peer.uid) + " may not use " + options.socket_path +
+                                ": run as root or as a member of the socket's group"
+                          : errno_message("cannot read peer credentials", errno)));
+                close_after_flush(connection);
+            }
+            connections.push_back(std::move(connection));
+        }
+    }
+
+    void close_after_flush(Connection& connection) {
+        if (!connection.close_deadline) connection.close_deadline = Clock::now() + options.idle_timeout;
+        connection.input.clear();
+        connection.partial_since.reset();
+    }
+
+    json dispatch(std::string_view line, Peer peer) {
+        const json request = json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (request.is_discarded() || !request.is_object()) {
+            count(kNoVerbLabel, control_error_code_name(ControlErrorCode::bad_request));
+            return error_response(
+                nullptr, ControlErrorCode::bad_request,
+                request.is_discarded() ? "request is not valid JSON" : "request must be a JSON object");
+        }
+        json id = nullptr;
+        if (auto found = request.find("id"); found != request.end()) {
+            if (!found->is_number_integer() && !found->is_string() && !found->is_null()) {
+                count(kNoVerbLabel, control_error_code_name(ControlErrorCode::bad_request));
+                return error_response(nullptr, ControlErrorCode::bad_request, "\"id\" must be an integer or a string");
+            }
+            id = *found;
+        }
+        const auto verb_field = request.find("verb");
+        if (verb_field == request.end() || !verb_field->is_string()) {
+            count(kNoVerbLabel, control_error_code_name(ControlErrorCode::bad_request));
+            return error_response(id, ControlErrorCode::bad_request, "request needs \"verb\" (a string)");
+        }
+        const std::string& verb = verb_field->get_ref<const std::string&>();
+        const auto handler = handlers.find(verb);
+        if (handler == handlers.end()) {
+            count(kUnknownVerbLabel, control_error_code_name(ControlErrorCode::unknown_verb));
+            std::string known;
+            for (const auto& [name, unused] : handlers) known += (known.empty() ? "" : ", ") + name;
+            return error_response(id, ControlErrorCode::unknown_verb,
+                                  "unknown verb \"" + verb + "\"; known verbs: " + (known.empty() ? "none" : known));
+        }
+        json args = json::object();
+        if (auto found = request.find("args"); found != request.end() && !found->is_null()) {
+            if (!found->is_object()) {
+                count(verb, control_error_code_name(ControlErrorCode::bad_request));
+                return error_response(id, ControlErrorCode::bad_request, "\"args\" must be a JSON object");
+            }
+            args = *found;
+        }
+        // Handlers read args with nlohmann accessors, which throw on a wrong
+        // type: that is the client's mistake. Anything else is ours.
+        try {
+            Result<json> result = handler->second(args, peer);
+            if (result.ok()) {
+                count(verb, "ok");
+                return {{"id", id}, {"ok", true}, {"result", std::move(result.value())}};
+            }
+            const CodedError coded = split_control_error(result.error());
+            count(verb, control_error_code_name(coded.code));
+            return error_response(id, coded.code, coded.message, result.error().setting);
+        } catch (const json::exception& e) {
+            count(verb, control_error_code_name(ControlErrorCode::bad_request));
+            return error_response(id, ControlErrorCode::bad_request, "bad args for \"" + verb + "\": " + e.what());
+        } catch (const std::exception& e) {
+            count(verb, control_error_code_name(ControlErrorCode::internal));
+            return error_response(id, ControlErrorCode::internal, "\"" + verb + "\" failed: " + e.what());
+        }
+    }
+
+    // Answers every complete line in the input buffer, in order.
+    void process_lines(Connection& connection) {
+        std::size_t start = 0;
+        while (!connection.close_deadline && connection.output.size() < kMaxPendingOutputBytes) {
+            const std::size_t newline = connection.input.find('\n', start);
+            if (newline == std::string::npos) break;
+            std::string_view line(connection.input.data() + start, newline - start);
+            start = newline + 1;
+            if (line.size() > options.max_request_bytes) {
+                reject_too_large(connection);
+                return;
+            }
+            if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+            if (line.find_first_not_of(" \t") == std::string_view::npos) continue;  // blank lines are harmless
+            connection.output += to_line(dispatch(line, connection.peer));
+        }
+        connection.input.erase(0, start);
+        if (connection.input.size() > options.max_request_bytes && connection.input.find('\n') == std::string::npos) {
+            reject_too_large(connection);
+            return;
+        }
+        if (connection.input.empty()) {
+            connection.partial_since.reset();
+        } else if (!connection.partial_since) {
+            connection.partial_since = Clock::now();
+        }
+    }
+
+    void reject_too_large(Connection& connection) {
+        count(kNoVerbLabel, control_error_code_name(ControlErrorCode::too_large));
+        connection.output += to_line(error_response(
+            nullptr, ControlErrorCode::too_large,
+            "request line exceeds " + std::to_string(options.max_request_bytes) + " bytes; closing the connection"));
+        close_after_flush(connection);
+    }
+
+    void read_from(Connection& connection) {
+        char buffer[16 * 1024];
+        std::size_t budget = kReadBudgetPerRound;
+        while (budget > 0 && !connection.close_deadline) {
+            const ssize_t got = ::recv(connection.fd.get(), buffer, std::min(sizeof(buffer), budget), 0);
+            if (got > 0) {
+                connection.input.append(buffer, static_cast<std::size_t>(got));
+                budget -= static_cast<std::size_t>(got);
+                // Check as we go, so a client streaming without newlines costs
+                // at most the limit plus one read.
+                if (connection.input.size() > options.max_request_bytes &&
+                    connection.input.find('\n') == std::string::npos) {
+                    break;
+                }
+                continue;
+            }
+            if (got == 0) {
+                // The peer finished sending: answer what is complete, drop a
+                // half line, and close once the answers are out.
+                process_lines(connection);
+                close_after_flush(connection);
+                return;
+            }
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) connection.broken = true;
+            break;
+        }
+        process_lines(connection);
+    }
+
+    void write_to(Connection& connection) {
+        while (!connection.output.empty()) {
+            const ssize_t sent =
+                ::send(connection.fd.get(), connection.output.data(), connection.output.size(), MSG_NOSIGNAL);
+            if (sent > 0) {
+                connection.output.erase(0, static_cast<std::size_t>(sent));
+                continue;
+            }
+            if (sent < 0 && errno == EINTR) continue;
+            if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+            connection.broken = true;  // EPIPE, ECONNRESET: the client left
+            return;
+        }
+    }
+
+    void expire(Clock::time_point now) {
+        for (Connection& connection : connections) {
+            if (connection.partial_since && !connection.close_deadline &&
+                now - *connection.partial_since >= options.idle_timeout) {
+                count(kNoVerbLabel, control_error_code_name(ControlErrorCode::timeout));
+                connection.output += to_line(error_response(nullptr, ControlErrorCode::timeout,
+                                                            "request not completed within " +
+                                                                std::to_string(options.idle_timeout.count()) +
+                                                                " ms; closing the connection"));
+                close_after_flush(connection);
+                write_to(connection);
+            }
+        }
+    }
+
+    int poll_timeout(int timeout_ms, Clock::time_point now) const {
+        std::optional<Clock::time_point> nearest;
+        for (const Connection& connection : connections) {
+            for (const auto& deadline :
+                 {connection.partial_since ? std::optional(*connection.partial_since + options.idle_timeout)
+                                           : std::nullopt,
+                  connection.close_deadline}) {
+                if (deadline && (!nearest || *deadline < *nearest)) nearest = deadline;
+            }
+        }
+        if (!nearest) return timeout_ms;
+        const auto until = std::chrono::ceil<std::chrono::milliseconds>(*nearest - now).count();
+        const int wait = static_cast<int>(std::clamp<long long>(until, 0, 60'000));
+        return timeout_ms < 0 ? wait : std::min(timeout_ms, wait);
+    }
+
+    void drop_finished(Clock::time_point now) {
+        std::erase_if(connections, [now](const Connection& connection) {
+            if (connection.broken) return true;
+            if (!connection.close_deadline) return false;
+            return connection.output.empty() || now >= *connection.close_deadline;
+        });
+    }
+};
+
+ControlServer::ControlServer(std::unique_ptr<State> state) : state_(std::move(state)) {}
+ControlServer::ControlServer(ControlServer&&) noexcept = default;
+ControlServer& ControlServer::operator=(ControlServer&&) noexcept = default;
+ControlServer::~ControlServer() = default;
+
+Result<ControlServer> ControlServer::listen(const ControlServerOptions& options) {
+    const Result<sockaddr_un> address = unix_address(options.socket_path);
+    if (!address.ok()) return address.error();
+    const std::string& path = options.socket_path;
+
+    if (Status removed = remove_stale_socket(path, address.value()); !removed.ok()) return removed.error();
+
+    auto state = std::make_unique<State>();
+    state->options = options;
+    state->listener = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!state->listener.valid()) return Error{errno_message("socket() for " + path, errno)};
+    if (::bind(state->listener.get(), reinterpret_cast<const sockaddr*>(&address.value()), sizeof(sockaddr_un)) != 0) {
+        return Error{errno_message("cannot bind control socket " + path, errno)};
+    }
+    // From here the file is ours: the State destructor unlinks it on failure.
+    struct stat info {};
+    if (::lstat(path.c_str(), &info) != 0) return Error{errno_message("cannot inspect " + path, errno)};
+    state->socket_dev = info.st_dev;
+    state->socket_ino = info.st_ino;
+
+    // Permissions are set before listen(): until then every connect() is
+    // refused, so there is no window with the umask's looser mode.
+    if (options.group && ::chown(path.c_str(), static_cast<uid_t>(-1), *options.group) != 0) {
+        return Error{errno_message("cannot chown " + path + " to group " + std::to_string(*options.group), errno)};
+    }
+    const mode_t mode = options.group ? (options.mode | 0060) : options.mode;
+    if (::chmod(path.c_str(), mode) != 0) return Error{errno_message("cannot chmod " + path, errno)};
+    if (::listen(state->listener.get(), SOMAXCONN) != 0) {
+        return Error{errno_message("cannot listen on " + path, errno)};
+    }
+    state->wakeup = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!state->wakeup.valid()) return Error{errno_message("eventfd() for the control server", errno)};
+    return ControlServer(std::move(state));
+}
+
+void ControlServer::handle(std::string verb, Handler handler) {
+    state_->handlers[std::move(verb)] = std::move(handler);
+}
+
+Status ControlServer::run_once(int timeout_ms) {
+    State& state = *state_;
+    if (state.stopping.load()) return ok_status();
+
+    std::vector<pollfd> fds;
+    fds.reserve(state.connections.size() + 2);
+    fds.push_back({state.listener.get(), POLLIN, 0});
+    fds.push_back({state.wakeup.get(), POLLIN, 0});
+    for (const State::Connection& connection : state.connections) {
+        short events = 0;
+        if (!connection.close_deadline && connection.output.size() < kMaxPendingOutputBytes) events |= POLLIN;
+        if (!connection.output.empty()) events |= POLLOUT;
+        fds.push_back({connection.fd.get(), events, 0});
+    }
+
+    const int ready = ::poll(fds.data(), fds.size(), state.poll_timeout(timeout_ms, Clock::now()));
+    if (ready < 0) {
+        if (errno == EINTR) return ok_status();
+        return Error{errno_message("poll() on the control socket", errno)};
+    }
+    if (state.stopping.load()) return ok_status();
+
+    // Connections first: accept_all() appends, which would shift the indices.
+    const std::size_t polled = state.connections.size();
+    for (std::size_t i = 0; i < polled; ++i) {
+        State::Connection& connection = state.connections[i];
+        const short revents = fds[i + 2].revents;
+        if (revents & POLLNVAL) {
+            connection.broken = true;
+            continue;
+        }
+        if (revents & (POLLIN | POLLHUP | POLLERR)) state.read_from(connection);
+        if (!connection.broken && !connection.output.empty()) state.write_to(connection);
+        // Lines held back while the client was not reading its answers.
+        if (!connection.broken && !connection.close_deadline && connection.input.find('\n') != std::string::npos &&
+            connection.output.size() < kMaxPendingOutputBytes) {
+            state.process_lines(connection);
+            state.write_to(connection);
+        }
+    }
+    if (fds[0].revents & POLLIN) state.accept_all();
+    // Denied peers get their answer right away.
+    for (std::size_t i = polled; i < state.connections.size(); ++i) state.write_to(state.connections[i]);
+
+    const Clock::time_point now = Clock::now();
+    state.expire(now);
+    state.drop_finished(now);
+    return ok_status();
+}
+
+void ControlServer::stop() {
+    state_->stopping.store(true);
+    const std::uint64_t one = 1;
+    // Best effort: if the eventfd is somehow full, poll() already sees it readable.
+    [[maybe_unused]] const ssize_t written = ::write(state_->wakeup.get(), &one, sizeof(one));
+}
+
+bool ControlServer::stopped() const { return state_->stopping.load(); }
+const RequestCounts& ControlServer::counts() const { return state_->counts; }
+const std::string& ControlServer::socket_path() const { return state_->options.socket_path; }
+std::size_t ControlServer::connection_count() const { return state_->connections.size(); }
+
+}  // namespace sluice

@@ -1,0 +1,432 @@
+// SPDX-License-Identifier: Apache-2.0
+// The policy version store: canonical hashing, version numbering and
+// compare-and-swap, durable commits that survive a reopen, stable class ids,
+// rollback, diffs, and what open() does with leftovers of a crash.
+#include <gmock/gmock.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "version_store.h"
+
+namespace sluice::test {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::SizeIs;
+using ::testing::StartsWith;
+
+using Ids = std::map<std::string, uint32_t>;
+
+const PolicyLoadOptions kOptions{4};
+
+constexpr std::string_view kTwoClasses = R"toml(
+[[class]]
+name = "default"
+per_source = { rate = 1_000, burst = 2_000 }
+
+[[class]]
+name = "web"
+match = ["198.51.100.0/24"]
+per_source = { rate = 500, burst = 1_000 }
+)toml";
+
+// kTwoClasses with a different rate for "web".
+constexpr std::string_view kWebFaster = R"toml(
+[[class]]
+name = "default"
+per_source = { rate = 1_000, burst = 2_000 }
+
+[[class]]
+name = "web"
+match = ["198.51.100.0/24"]
+per_source = { rate = 900, burst = 1_000 }
+)toml";
+
+std::string write_text(const std::string& path, std::string_view text) {
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+}
+
+class VersionStoreTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        char pattern[] = "/tmp/sluice-version-store-XXXXXX";
+        ASSERT_NE(mkdtemp(pattern), nullptr);
+        dir_ = pattern;
+    }
+    void TearDown() override {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir_, ignored);
+    }
+
+    VersionStore open_store() {
+        auto store = VersionStore::open(dir_);
+        EXPECT_TRUE(store.ok()) << store.error().message;
+        return std::move(store.value());
+    }
+
+    // Prepares and commits `text`; returns the version it got.
+    uint64_t push(VersionStore& store, std::string_view text, std::string origin = "push") {
+        auto prepared = store.prepare(text, "p.toml", std::nullopt, std::move(origin), kOptions);
+        EXPECT_TRUE(prepared.ok()) << prepared.error().message;
+        if (!prepared) return 0;
+        auto committed = store.commit(prepared.value().version);
+        EXPECT_TRUE(committed.ok()) << committed.error().message;
+        return prepared.value().version.version;
+    }
+
+    std::string policies() const { return dir_ + "/policies"; }
+
+    std::string dir_;
+};
+
+TEST(Sha256, KnownVectors) {
+    EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(CanonicalPolicy, IgnoresCommentsWhitespaceKeyOrderNumberFormatAndVersion) {
+    const std::string_view plain = R"toml(version = 3
+[defaults]
+unit = "packets"
+class = "default"
+[[class]]
+name = "default"
+per_source = { rate = 1000, burst = 2000 }
+)toml";
+    const std::string_view restyled = R"toml(# the same policy, written differently
+[defaults]
+class   = 'default'     # key order swapped, literal string
+unit = "packets"
+
+[[class]]
+per_source.burst = 0x7d0
+per_source.rate = 1_000
+name = "default"
+)toml";
+    auto a = canonical_policy_text(plain, "a.toml");
+    auto b = canonical_policy_text(restyled, "b.toml");
+    ASSERT_TRUE(a.ok()) << a.error().message;
+    ASSERT_TRUE(b.ok()) << b.error().message;
+    EXPECT_EQ(a.value(), b.value());
+    EXPECT_EQ(sha256_hex(a.value()), sha256_hex(b.value()));
+    EXPECT_THAT(a.value(), Not(HasSubstr("version")));
+}
+
+TEST(CanonicalPolicy, DiffersOnARealChange) {
+    auto a = canonical_policy_text(kTwoClasses, "a.toml");
+    auto b = canonical_policy_text(kWebFaster, "b.toml");
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_NE(sha256_hex(a.value()), sha256_hex(b.value()));
+}
+
+TEST(CanonicalPolicy, ParseErrorNamesFileLineAndColumn) {
+    auto canonical = canonical_policy_text("[[class]]\nname = \n", "bad.toml");
+    ASSERT_FALSE(canonical.ok());
+    EXPECT_THAT(canonical.error().message, HasSubstr("bad.toml:2:"));
+}
+
+TEST_F(VersionStoreTest, AnEmptyStoreHasNoCurrentVersion) {
+    VersionStore store = open_store();
+    EXPECT_FALSE(store.current().has_value());
+    EXPECT_THAT(store.history(), IsEmpty());
+    EXPECT_FALSE(store.same_as_current(kTwoClasses));
+    EXPECT_TRUE(std::filesystem::is_directory(policies()));
+}
+
+TEST_F(VersionStoreTest, PrepareStoresNothingCommitDoes) {
+    VersionStore store = open_store();
+    auto prepared = store.prepare(kTwoClasses, "p.toml", std::nullopt, "push", kOptions);
+    ASSERT_TRUE(prepared.ok()) << prepared.error().message;
+    EXPECT_EQ(prepared.value().version.version, 1u);
+    EXPECT_EQ(prepared.value().loaded.version, 1u);
+    EXPECT_EQ(prepared.value().loaded.compiled.header.version, 1u);
+    EXPECT_TRUE(validate(prepared.value().loaded.compiled).ok());
+    EXPECT_FALSE(store.current().has_value());
+    EXPECT_TRUE(std::filesystem::is_empty(policies()));
+
+    ASSERT_TRUE(store.commit(prepared.value().version).ok());
+    ASSERT_TRUE(store.current().has_value());
+    EXPECT_EQ(store.current()->version, 1u);
+    EXPECT_EQ(store.current()->source, kTwoClasses);
+    EXPECT_EQ(store.current()->origin, "push");
+    EXPECT_TRUE(std::filesystem::exists(policies() + "/000000000001.toml"));
+    EXPECT_TRUE(std::filesystem::exists(policies() + "/000000000001.source"));
+    EXPECT_TRUE(std::filesystem::exists(policies() + "/000000000001.meta"));
+}
+
+TEST_F(VersionStoreTest, AbsentVersionIsCurrentPlusOneAndAGreaterOneIsTaken) {
+    VersionStore store = open_store();
+    EXPECT_EQ(push(store, kTwoClasses), 1u);
+    EXPECT_EQ(push(store, kWebFaster), 2u);
+    EXPECT_EQ(push(store, "version = 10\n" + std::string(kTwoClasses)), 10u);
+    EXPECT_EQ(push(store, kWebFaster), 11u);
+    EXPECT_EQ(store.current()->version, 11u);
+}
+
+TEST_F(VersionStoreTest, ExplicitVersionNotGreaterIsRefusedNamingBoth) {
+    VersionStore store = open_store();
+    push(store, "version = 5\n" + std::string(kTwoClasses));
+    for (const char* version : {"version = 5\n", "version = 4\n"}) {
+        auto prepared = store.prepare(version + std::string(kWebFaster), "p.toml", std::nullopt, "push", kOptions);
+        ASSERT_FALSE(prepared.ok());
+        EXPECT_THAT(prepared.error().message, HasSubstr("p.toml: version " + std::string(version).substr(10, 1) +
+                                                        " is not greater than the current version 5"));
+        EXPECT_EQ(prepared.error().setting, "version");
+    }
+    EXPECT_EQ(store.current()->version, 5u);
+}
+
+TEST_F(VersionStoreTest, IfVersionIsACompareAndSwap) {
+    VersionStore store = open_store();
+    auto first = store.prepare(kTwoClasses, "p.toml", 0, "push", kOptions);  // 0: nothing applied yet
+    ASSERT_TRUE(first.ok()) << first.error().message;
+    ASSERT_TRUE(store.commit(first.value().version).ok());
+
+    auto matching = store.prepare(kWebFaster, "p.toml", 1, "push", kOptions);
+    ASSERT_TRUE(matching.ok()) << matching.error().message;
+    EXPECT_EQ(matching.value().version.version, 2u);
+
+    auto stale = store.prepare(kWebFaster, "p.toml", 7, "push", kOptions);
+    ASSERT_FALSE(stale.ok());
+    EXPECT_THAT(stale.error().message, HasSubstr("version is 1, not 7"));
+}
+
+TEST_F(VersionStoreTest, CommitRefusesAVersionOvertakenByAnother) {
+    VersionStore store = open_store();
+    auto a = store.prepare(kTwoClasses, "a.toml", std::nullopt, "push", kOptions);
+    auto b = store.prepare(kWebFaster, "b.toml", std::nullopt, "push", kOptions);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_TRUE(store.commit(a.value().version).ok());
+    auto late = store.commit(b.value().version);
+    ASSERT_FALSE(late.ok());
+    EXPECT_THAT(late.error().message, HasSubstr("current version is already 1"));
+    EXPECT_THAT(store.history(), SizeIs(1));
+}
+
+TEST_F(VersionStoreTest, ReopenRestoresHistoryCurrentAndClassIds) {
+    {
+        VersionStore store = open_store();
+        push(store, kTwoClasses, "push");
+        push(store, kWebFaster, "reload\nwith a newline and a \\ backslash");
+    }
+    VersionStore store = open_store();
+    EXPECT_THAT(store.warnings(), IsEmpty());
+    const auto history = store.history();
+    ASSERT_THAT(history, SizeIs(2));
+    EXPECT_EQ(history[0].version, 1u);
+    EXPECT_EQ(history[0].origin, "push");
+    EXPECT_EQ(history[0].source, kTwoClasses);
+    EXPECT_EQ(history[1].origin, "reload\nwith a newline and a \\ backslash");
+    EXPECT_EQ(history[1].class_ids, (Ids{{"default", 1}, {"web", 2}}));
+    EXPECT_EQ(history[1].sha256, sha256_hex(history[1].canonical));
+    EXPECT_GT(history[1].applied_unix_s, 0);
+    EXPECT_EQ(store.current()->version, 2u);
+    EXPECT_TRUE(store.same_as_current(kWebFaster));
+    // The next push continues the numbering.
+    EXPECT_EQ(push(store, kTwoClasses), 3u);
+}
+
+TEST_F(VersionStoreTest, ClassIdsStayStableAndAreNotReusedWhileInHistory) {
+    VersionStore store = open_store();
+    push(store, kTwoClasses);
+    EXPECT_EQ(store.current()->class_ids, (Ids{{"default", 1}, {"web", 2}}));
+
+    // "web" removed, "api" added: api must not inherit web's id 2.
+    push(store, R"toml(
+[[class]]
+name = "default"
+[[class]]
+name = "api"
+match = ["203.0.113.0/24"]
+)toml");
+    EXPECT_EQ(store.current()->class_ids, (Ids{{"api", 3}, {"default", 1}}));
+
+    // "web" back: it gets its old id again, and after a reopen too.
+    push(store, kTwoClasses);
+    EXPECT_EQ(store.current()->class_ids, (Ids{{"default", 1}, {"web", 2}}));
+    VersionStore reopened = open_store();
+    auto prepared = reopened.prepare(R"toml(
+[[class]]
+name = "default"
+[[class]]
+name = "api"
+match = ["203.0.113.0/24"]
+[[class]]
+name = "new"
+match = ["192.0.2.0/24"]
+)toml",
+                                     "p.toml", std::nullopt, "push", kOptions);
+    ASSERT_TRUE(prepared.ok()) << prepared.error().message;
+    EXPECT_EQ(prepared.value().version.class_ids, (Ids{{"api", 3}, {"default", 1}, {"new", 4}}));
+}
+
+TEST_F(VersionStoreTest, RollbackToThePreviousVersionIsANewVersion) {
+    VersionStore store = open_store();
+    push(store, kTwoClasses);
+    push(store, kWebFaster);
+    auto rollback = store.prepare_rollback(std::nullopt, kOptions);
+    ASSERT_TRUE(rollback.ok()) << rollback.error().message;
+    const PolicyVersion& version = rollback.value().version;
+    EXPECT_EQ(version.version, 3u);
+    EXPECT_EQ(version.origin, "rollback of 1");
+    EXPECT_EQ(version.canonical, store.get(1).value().canonical);
+    EXPECT_EQ(version.sha256, store.get(1).value().sha256);
+    EXPECT_EQ(rollback.value().loaded.compiled.header.version, 3u);
+    EXPECT_EQ(store.current()->version, 2u);  // prepared, not stored
+    ASSERT_TRUE(store.commit(version).ok());
+    EXPECT_TRUE(store.same_as_current(kTwoClasses));
+    EXPECT_THAT(store.history(), SizeIs(3));
+}
+
+TEST_F(VersionStoreTest, RollbackToAnExplicitVersion) {
+    VersionStore store = open_store();
+    push(store, "version = 4\n" + std::string(kTwoClasses));
+    push(store, kWebFaster);
+    push(store, R"toml([[class]]
+name = "default"
+)toml");
+    auto rollback = store.prepare_rollback(4, kOptions);
+    ASSERT_TRUE(rollback.ok()) << rollback.error().message;
+    EXPECT_EQ(rollback.value().version.version, 7u);
+    EXPECT_EQ(rollback.value().version.origin, "rollback of 4");
+    EXPECT_EQ(rollback.value().version.class_ids, (Ids{{"default", 1}, {"web", 2}}));
+    ASSERT_TRUE(store.commit(rollback.value().version).ok());
+    EXPECT_EQ(store.current()->canonical, store.get(4).value().canonical);
+}
+
+TEST_F(VersionStoreTest, RollbackWithoutATargetIsRefused) {
+    VersionStore store = open_store();
+    auto empty = store.prepare_rollback(std::nullopt, kOptions);
+    ASSERT_FALSE(empty.ok());
+    EXPECT_THAT(empty.error().message, HasSubstr("no policy version has been applied"));
+
+    push(store, kTwoClasses);
+    auto only = store.prepare_rollback(std::nullopt, kOptions);
+    ASSERT_FALSE(only.ok());
+    EXPECT_THAT(only.error().message, HasSubstr("version 1 is the only one"));
+
+    auto unknown = store.prepare_rollback(9, kOptions);
+    ASSERT_FALSE(unknown.ok());
+    EXPECT_THAT(unknown.error().message, HasSubstr("no policy version 9"));
+    EXPECT_FALSE(store.get(9).ok());
+}
+
+TEST_F(VersionStoreTest, DiffShowsRemovedAndAddedLines) {
+    VersionStore store = open_store();
+    push(store, kTwoClasses);
+    auto candidate = store.prepare(kWebFaster, "p.toml", std::nullopt, "push", kOptions);  // a dry run
+    ASSERT_TRUE(candidate.ok());
+    const std::string diff = diff_policies(*store.current(), candidate.value().version);
+    EXPECT_THAT(diff, HasSubstr("--- version 1\n+++ version 2\n@@ -"));
+    EXPECT_THAT(diff, HasSubstr("\n-rate = 500\n+rate = 900\n"));
+    EXPECT_THAT(diff, HasSubstr("\n burst = 1000\n-rate = 500\n"));  // context
+    EXPECT_THAT(diff, Not(HasSubstr("-rate = 1000")));
+    EXPECT_EQ(diff_policies(*store.current(), *store.current()), "");
+}
+
+PolicyVersion with_text(uint64_t number, std::string canonical) {
+    PolicyVersion version;
+    version.version = number;
+    version.canonical = std::move(canonical);
+    return version;
+}
+
+TEST(DiffPolicies, HunkHeadersCountLines) {
+    const PolicyVersion from = with_text(1, "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\n");
+    const PolicyVersion to = with_text(2, "a\nB\nc\nd\ne\nf\ng\nh\ni\nj\nk\n");
+    EXPECT_EQ(diff_policies(from, to),
+              "--- version 1\n+++ version 2\n"
+              "@@ -1,5 +1,5 @@\n a\n-b\n+B\n c\n d\n e\n"
+              "@@ -8,3 +8,4 @@\n h\n i\n j\n+k\n");
+    EXPECT_THAT(diff_policies(with_text(0, ""), to),
+                StartsWith("--- version 0\n+++ version 2\n@@ -0,0 +1,11 @@\n+a\n"));
+}
+
+TEST(DiffPolicies, AHugeChangeIsShownAsRemovedThenAdded) {
+    // Past the size where common lines are searched for, the diff is still correct, just coarser.
+    std::string from_text, to_text;
+    for (int i = 0; i < 2500; i++) {
+        from_text += "old " + std::to_string(i) + "\n";
+        to_text += "new " + std::to_string(i) + "\n";
+    }
+    const std::string diff = diff_policies(with_text(1, "same\n" + from_text), with_text(2, "same\n" + to_text));
+    EXPECT_THAT(diff, StartsWith("--- version 1\n+++ version 2\n@@ -1,2501 +1,2501 @@\n same\n-old 0\n"));
+    EXPECT_THAT(diff, HasSubstr("\n-old 2499\n+new 0\n"));
+}
+
+TEST_F(VersionStoreTest, SameAsCurrentComparesCanonicalHashes) {
+    VersionStore store = open_store();
+    push(store, kTwoClasses);
+    EXPECT_TRUE(store.same_as_current("# reformatted\nversion = 99\n" + std::string(kTwoClasses)));
+    EXPECT_FALSE(store.same_as_current(kWebFaster));
+    EXPECT_FALSE(store.same_as_current("this is [not toml"));
+}
+
+TEST_F(VersionStoreTest, InvalidPolicyIsRefusedWithItsPositionAndNothingStored) {
+    VersionStore store = open_store();
+    auto bad_syntax =
+        store.prepare("[[class]]\nname = \"default\"\nrate = \n", "p.toml", std::nullopt, "push", kOptions);
+    ASSERT_FALSE(bad_syntax.ok());
+    EXPECT_THAT(bad_syntax.error().message, HasSubstr("p.toml:3:"));
+    auto bad_value =
+        store.prepare("[[class]]\nname = \"default\"\nunit = \"furlongs\"\n", "p.toml", std::nullopt, "push", kOptions);
+    ASSERT_FALSE(bad_value.ok());
+    EXPECT_THAT(bad_value.error().message, HasSubstr("p.toml:3:"));
+    EXPECT_FALSE(store.current().has_value());
+    EXPECT_TRUE(std::filesystem::is_empty(policies()));
+}
+
+TEST_F(VersionStoreTest, LeftoversOfACrashedCommitAreSkippedWithAReason) {
+    {
+        VersionStore store = open_store();
+        push(store, kTwoClasses);
+    }
+    // A crash mid-commit of version 2: a temp file and a text with no meta.
+    write_text(policies() + "/000000000002.meta.tmp", "version=2\nsha");
+    write_text(policies() + "/000000000002.toml", "[[class]]\nname = \"default\"\n");
+    write_text(policies() + "/notes.txt", "hello");
+    VersionStore store = open_store();
+    EXPECT_EQ(store.current()->version, 1u);
+    EXPECT_THAT(store.warnings(), SizeIs(3));
+    EXPECT_THAT(store.warnings(), Contains(AllOf(HasSubstr("000000000002.meta.tmp"), HasSubstr("unfinished write"))));
+    EXPECT_THAT(store.warnings(), Contains(AllOf(HasSubstr("000000000002.toml"), HasSubstr("never committed"))));
+    EXPECT_THAT(store.warnings(), Contains(HasSubstr("notes.txt")));
+    // Committing version 2 replaces the leftovers.
+    EXPECT_EQ(push(store, kWebFaster), 2u);
+    VersionStore reopened = open_store();
+    EXPECT_EQ(reopened.current()->version, 2u);
+    EXPECT_TRUE(reopened.same_as_current(kWebFaster));
+}
+
+TEST_F(VersionStoreTest, ACorruptCommittedVersionFailsOpenNamingTheFile) {
+    {
+        VersionStore store = open_store();
+        push(store, kTwoClasses);
+        push(store, kWebFaster);
+    }
+    write_text(policies() + "/000000000002.toml", "[[class]]\nname = \"tampered\"\n");
+    auto tampered = VersionStore::open(dir_);
+    ASSERT_FALSE(tampered.ok());
+    EXPECT_THAT(tampered.error().message, HasSubstr("000000000002.toml: its SHA-256 is"));
+
+    std::filesystem::remove(policies() + "/000000000002.toml");
+    auto missing = VersionStore::open(dir_);
+    ASSERT_FALSE(missing.ok());
+    EXPECT_THAT(missing.error().message, HasSubstr("000000000002.meta: its policy text is missing"));
+
+    write_text(policies() + "/000000000001.meta", "version=1\nsha256");
+    auto cut = VersionStore::open(dir_);
+    ASSERT_FALSE(cut.ok());
+    EXPECT_THAT(cut.error().message, HasSubstr("000000000001.meta:2:"));
+}
+
+}  // namespace
+}  // namespace sluice::test
