@@ -44,13 +44,9 @@ std::string not_running_message(const std::string& path) {
 }  // namespace
 
 Result<ControlClient> ControlClient::connect(const std::string& path, int timeout_ms) {
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    if (path.empty() || path.size() >= sizeof(address.sun_path)) {
-        return Error{"control socket path \"" + path + "\" must be 1 to " +
-                     std::to_string(sizeof(address.sun_path) - 1) + " bytes long"};
-    }
-    path.copy(address.sun_path, path.size());
+    const Result<sockaddr_un> address_or = unix_address(path);
+    if (!address_or) return address_or.error();
+    const sockaddr_un address = address_or.value();
 
     UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd.valid()) return Error{errno_message("socket() for " + path, errno)};

@@ -11,6 +11,8 @@
 // "setting" appears only when a handler's Error names the input key at fault.
 #pragma once
 
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -87,6 +89,18 @@ inline CodedError split_control_error(const Error& error) {
         }
     }
     return {ControlErrorCode::invalid, error.message};
+}
+
+// The address of the control socket at `path`, or why it cannot be one.
+inline Result<sockaddr_un> unix_address(const std::string& path) {
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    if (path.empty() || path.size() >= sizeof(address.sun_path)) {
+        return Error{"control socket path \"" + path + "\" must be 1 to " +
+                     std::to_string(sizeof(address.sun_path) - 1) + " bytes long"};
+    }
+    path.copy(address.sun_path, path.size());
+    return address;
 }
 
 // "what PATH: strerror (errno N)", so every system-call failure says where and why.

@@ -32,17 +32,6 @@ constexpr std::size_t kMaxPendingOutputBytes = 4 * 1024 * 1024;
 constexpr std::string_view kUnknownVerbLabel = "<unknown>";
 constexpr std::string_view kNoVerbLabel = "<none>";
 
-Result<sockaddr_un> unix_address(const std::string& path) {
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    if (path.empty() || path.size() >= sizeof(address.sun_path)) {
-        return Error{"control socket path \"" + path + "\" must be 1 to " +
-                     std::to_string(sizeof(address.sun_path) - 1) + " bytes long"};
-    }
-    path.copy(address.sun_path, path.size());
-    return address;
-}
-
 // A socket file is stale when nothing accepts on it any more (the previous
 // daemon died without unlinking it). Anything else at the path is left alone.
 Status remove_stale_socket(const std::string& path, const sockaddr_un& address) {
