@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "compiled_policy.h"
+#include "dataplane.h"
 #include "result.h"
 #include "sluice/abi.h"
 #include "unique_fd.h"
@@ -64,7 +65,7 @@ enum class SyscallOp : uint8_t {
 };
 std::string_view syscall_op_label(SyscallOp op);
 
-class XdpDataplane {
+class XdpDataplane : public Dataplane {
   public:
     // Opens and loads the program; with a pin_dir, re-adopts pinned maps and
     // links (a re-adopted link is switched to the new program atomically).
@@ -76,9 +77,9 @@ class XdpDataplane {
 
     // Validates, writes the inactive slot, then flips. On error the running
     // policy is untouched.
-    Status apply(const CompiledPolicy& policy);
+    Status apply(const CompiledPolicy& policy) override;
     // The active slot's policy version (0 before the first apply).
-    Result<uint64_t> active_version();
+    Result<uint64_t> active_version() override;
 
     // class x verdict x reason, summed over CPUs; index with sluice_counter_index.
     Result<std::vector<sluice_counter>> counters();

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "version_store.h"
+#include "policy_texts.h"
 
 namespace sluice::test {
 namespace {
@@ -23,31 +24,6 @@ using ::testing::SizeIs;
 using ::testing::StartsWith;
 
 using Ids = std::map<std::string, uint32_t>;
-
-const PolicyLoadOptions kOptions{4};
-
-constexpr std::string_view kTwoClasses = R"toml(
-[[class]]
-name = "default"
-per_source = { rate = 1_000, burst = 2_000 }
-
-[[class]]
-name = "web"
-match = ["198.51.100.0/24"]
-per_source = { rate = 500, burst = 1_000 }
-)toml";
-
-// kTwoClasses with a different rate for "web".
-constexpr std::string_view kWebFaster = R"toml(
-[[class]]
-name = "default"
-per_source = { rate = 1_000, burst = 2_000 }
-
-[[class]]
-name = "web"
-match = ["198.51.100.0/24"]
-per_source = { rate = 900, burst = 1_000 }
-)toml";
 
 std::string write_text(const std::string& path, std::string_view text) {
     std::ofstream(path, std::ios::binary) << text;

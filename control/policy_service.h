@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+// The push/rollback workflow: validate and number a policy through the
+// VersionStore, apply it to every dataplane target, and only then commit it,
+// so the store never records a version some interface refused.
+//
+// When target k refuses a version, targets 0..k-1 already run it; they are
+// put back on the current committed version so no interface is left on an
+// uncommitted one. Without a committed version (the first push ever), or when
+// putting one back fails too, that cannot be done: such targets are marked
+// stale, and reconcile() re-applies the current version to them even if their
+// active version number matches (an uncommitted version's number is reused by
+// the next push, with possibly different content).
+//
+// Thread-safe: one mutex serialises every call, so the control loop and a
+// signal-driven reload cannot interleave. Targets are not owned.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dataplane.h"
+#include "policy_toml.h"
+#include "result.h"
+#include "version_store.h"
+
+namespace sluice {
+
+struct PushOutcome {
+    PolicyVersion version;  // the committed version, or with dry_run the one it would be
+    std::string diff;       // diff_policies(current before the push, version); empty if equal
+    bool applied = false;   // false for a dry run
+};
+
+class PolicyService {
+  public:
+    // `options` must match the targets (their possible CPUs), since a policy
+    // compiles differently per CPU count.
+    PolicyService(VersionStore store, PolicyLoadOptions options);
+
+    // Targets are applied in the order they were added. `name` (an interface
+    // name, say) appears in errors. Adding does not apply anything: call
+    // reconcile() to bring the new target to the current version.
+    Status add_target(std::string name, Dataplane* dataplane);
+    Status remove_target(std::string_view name);
+    std::vector<std::string> target_names() const;
+
+    // Validates and numbers `text` (`path` only appears in errors; `if_version`
+    // is compare-and-swap against the current version, 0 meaning none yet).
+    // With dry_run, returns what would be pushed and changes nothing.
+    // Otherwise applies to every target, then commits; on failure nothing is
+    // committed and the error names the target that refused.
+    Result<PushOutcome> push(std::string_view text, std::string_view path, std::optional<uint64_t> if_version,
+                             bool dry_run, std::string origin);
+
+    // Pushes the content of version `to` (default: the one before current) as
+    // a new version; same flow as push().
+    Result<PushOutcome> rollback(std::optional<uint64_t> to, bool dry_run);
+
+    // Makes every target run the current version: applies it to each target
+    // whose active version differs (or that a failed push left stale). Tries
+    // every target; the error names each one that failed. Nothing to do
+    // without a current version.
+    Status reconcile();
+
+    // For SIGHUP: pushes `text` with origin "reload" unless its canonical
+    // content equals the current version's. Returns whether a version was made.
+    Result<bool> reload_if_changed(std::string_view text, std::string_view path);
+
+    std::optional<PolicyVersion> current() const;
+    std::vector<PolicyVersion> history() const;  // oldest first
+    Result<PolicyVersion> get(uint64_t version) const;
+
+  private:
+    struct Target {
+        std::string name;
+        Dataplane* dataplane;
+    };
+
+    Result<PushOutcome> push_prepared(PreparedPolicy prepared, bool dry_run);
+    // The current version compiled as the targets run it: its canonical text
+    // loaded with its own class ids and numbered as itself.
+    Result<CompiledPolicy> compile_current() const;
+    // After a failed push: puts targets [0, count) back on the current
+    // version. Returns a sentence for the error saying what was done.
+    std::string restore_targets(size_t count);
+    std::string describe(size_t index) const;
+
+    mutable std::mutex mutex_;
+    VersionStore store_;
+    PolicyLoadOptions options_;
+    std::vector<Target> targets_;
+    std::set<std::string> stale_;  // target names that may run an uncommitted policy
+};
+
+}  // namespace sluice
