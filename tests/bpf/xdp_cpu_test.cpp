@@ -244,8 +244,10 @@ TEST_F(XdpRealClock, LeaseModeAdmitsBurstPlusRateTimesTPlusAtMostNLeases) {
     // Saturating: the CPUs offered far more than the limit lets through.
     EXPECT_GT(static_cast<double>(w.offered), 5 * ideal(w.seconds));
     EXPECT_LE(static_cast<double>(w.admitted), bound);
-    // Over T this is about 0.97 here: T starts with the dispatcher wait.
-    EXPECT_GE(static_cast<double>(w.admitted), 0.95 * ideal(w.seconds));
+    // The lower bound is over the window in which every CPU saturates (about
+    // 1.00 here). Over the whole T it is about 0.97, because T begins with
+    // tens of ms of dispatcher registration in which nothing is offered: a
+    // margin too thin to assert on a busy machine, so it is only printed.
     EXPECT_GE(static_cast<double>(w.admitted), 0.95 * ideal(w.flooded_seconds));
 }
 
