@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "common/packet_builder.h"
 #include "rate_limits.h"
 
 #define SLUICE_SHARED_LOCK(shared) ((void)(shared))  // one thread: no contention to model
@@ -90,12 +91,8 @@ BENCHMARK(BM_DecideManySources)->ArgNames({"mode", "sources"})->ArgsProduct({{0,
 // parse -> source key -> decide on a 64-byte IPv4/UDP frame.
 void BM_ParseKeyDecide(benchmark::State& state) {
     Levels levels(Accuracy::lease);
-    uint8_t frame[64] = {0};
-    frame[12] = 0x08;  // EtherType IPv4
-    frame[14] = 0x45;  // version 4, IHL 5
-    frame[17] = 50;    // total length 50
-    frame[23] = 17;    // UDP
-    frame[26] = 192, frame[27] = 0, frame[28] = 2, frame[29] = 1;
+    const auto frame =
+        sluice::test::PacketBuilder().eth().ipv4("192.0.2.1", "198.51.100.1").udp(1000, 53).pad(22).build();
     sluice_class_entry cls{};
     cls.class_id = 1;
     cls.prefix_v4 = 32;
@@ -104,7 +101,7 @@ void BM_ParseKeyDecide(benchmark::State& state) {
     for (auto _ : state) {
         sluice_packet pkt;
         sluice_source_key key;
-        if (sluice_parse(frame, frame + sizeof(frame), &pkt) != SLUICE_PARSE_OK) std::abort();
+        if (sluice_parse(frame.data(), frame.data() + frame.size(), &pkt) != SLUICE_PARSE_OK) std::abort();
         sluice_source_key_make(&key, &pkt, &cls);
         benchmark::DoNotOptimize(key);
         benchmark::DoNotOptimize(sluice_decide(levels.refs, pkt.frame_len, ++now));

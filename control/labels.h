@@ -14,13 +14,10 @@
 namespace sluice {
 
 #define SLUICE_LABEL(id, label, help) label,
-#define SLUICE_HELP(id, label, help) help,
 inline constexpr std::array<std::string_view, SLUICE_VERDICT_COUNT> kVerdictLabels{SLUICE_VERDICT_LIST(SLUICE_LABEL)};
 inline constexpr std::array<std::string_view, SLUICE_REASON_COUNT> kReasonLabels{SLUICE_REASON_LIST(SLUICE_LABEL)};
-inline constexpr std::array<std::string_view, SLUICE_REASON_COUNT> kReasonHelp{SLUICE_REASON_LIST(SLUICE_HELP)};
 inline constexpr std::array<std::string_view, SLUICE_PARSE_STATUS_COUNT> kParseStatusLabels{
     SLUICE_PARSE_STATUS_LIST(SLUICE_LABEL)};
-#undef SLUICE_HELP
 #undef SLUICE_LABEL
 
 template <size_t N>

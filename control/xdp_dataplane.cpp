@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <optional>
+#include <string_view>
 
 #include "sluice.skel.h"
 
@@ -45,19 +47,6 @@ int for_each_key(int map_fd, Fn&& fn) {
 }
 
 }  // namespace
-
-std::string_view syscall_op_label(SyscallOp op) {
-    switch (op) {
-#define SLUICE_X(id, label) \
-    case SyscallOp::id:     \
-        return label;
-        SLUICE_SYSCALL_OP_LIST(SLUICE_X)
-#undef SLUICE_X
-        case SyscallOp::count:
-            break;
-    }
-    return "unknown";
-}
 
 void XdpDataplane::SkeletonDeleter::operator()(struct ::sluice_bpf* skel) const { sluice_bpf__destroy(skel); }
 void XdpDataplane::RingBufferDeleter::operator()(struct ::ring_buffer* rb) const { ring_buffer__free(rb); }

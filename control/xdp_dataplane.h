@@ -12,9 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "compiled_policy.h"
@@ -48,22 +46,7 @@ struct XdpOptions {
 };
 
 // Failed syscalls, counted by what they were for.
-#define SLUICE_SYSCALL_OP_LIST(X) \
-    X(load, "load")               \
-    X(map_lookup, "map_lookup")   \
-    X(map_update, "map_update")   \
-    X(map_delete, "map_delete")   \
-    X(link, "link")               \
-    X(pin, "pin")                 \
-    X(ring_buffer, "ring_buffer")
-
-enum class SyscallOp : uint8_t {
-#define SLUICE_X(id, label) id,
-    SLUICE_SYSCALL_OP_LIST(SLUICE_X)
-#undef SLUICE_X
-        count
-};
-std::string_view syscall_op_label(SyscallOp op);
+enum class SyscallOp : uint8_t { load, map_lookup, map_update, map_delete, link, pin, ring_buffer, count };
 
 class XdpDataplane : public Dataplane {
   public:

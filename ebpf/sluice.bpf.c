@@ -235,8 +235,7 @@ static __always_inline void *source_state(void *map, const struct sluice_source_
 	return bpf_map_lookup_elem(map, key);
 }
 
-static __always_inline void send_drop_event(const struct sluice_source_key *key, __u32 frame_len, __u8 reason,
-					    __u64 now)
+static __always_inline void send_drop_event(const struct sluice_source_key *key, __u32 frame_len, __u8 reason)
 {
 	struct sluice_drop_event *event;
 	__u32 zero = 0;
@@ -249,7 +248,7 @@ static __always_inline void send_drop_event(const struct sluice_source_key *key,
 		stat_add(SLUICE_STAT_DROP_EVENTS_LOST, 1);
 		return;
 	}
-	event->time_ns = now;
+	event->time_ns = sluice_now(); /* only sampled drops pay for this read */
 	event->source = *key;
 	event->frame_len = frame_len;
 	event->reason = reason;
@@ -262,7 +261,7 @@ static __always_inline void send_drop_event(const struct sluice_source_key *key,
 /* Count the decision, sample it if it dropped a known source, and turn it
  * into an XDP action. */
 static __always_inline int account(__u32 class_id, struct sluice_decision d, __u32 frame_len,
-				   const struct sluice_source_key *key, __u64 now)
+				   const struct sluice_source_key *key)
 {
 	__u32 index = sluice_counter_index(class_id & (SLUICE_MAX_CLASSES - 1), d.verdict & 1,
 					   d.reason < SLUICE_REASON_COUNT ? d.reason : 0);
@@ -275,7 +274,7 @@ static __always_inline int account(__u32 class_id, struct sluice_decision d, __u
 	if (d.verdict == SLUICE_VERDICT_PASS)
 		return XDP_PASS;
 	if (key)
-		send_drop_event(key, frame_len, d.reason, now);
+		send_drop_event(key, frame_len, d.reason);
 	return XDP_DROP;
 }
 
@@ -311,7 +310,6 @@ int sluice_xdp(struct xdp_md *ctx)
 	struct sluice_packet pkt;
 	__u32 zero = 0, slot, class_id, class_index;
 	__u32 *active;
-	__u64 now = sluice_now();
 
 	/* The one read of the active slot: everything below uses `slot`. */
 	active = bpf_map_lookup_elem(&sluice_active, &zero);
@@ -326,7 +324,7 @@ int sluice_xdp(struct xdp_md *ctx)
 
 	if (sluice_parse(data, data_end, &pkt) != SLUICE_PARSE_OK)
 		return account(SLUICE_CLASS_UNCLASSIFIED, sluice_decide_unparsed(policy, pkt.status), pkt.frame_len,
-			       NULL, now);
+			       NULL);
 
 	class_id = classify(slot, &pkt, policy->default_class_id) & (SLUICE_MAX_CLASSES - 1);
 	class_index = slot * SLUICE_MAX_CLASSES + class_id;
@@ -337,7 +335,7 @@ int sluice_xdp(struct xdp_md *ctx)
 	}
 	sluice_source_key_make(&key, &pkt, cls);
 	if (sluice_decide_action(cls, &d))
-		return account(class_id, d, pkt.frame_len, &key, now);
+		return account(class_id, d, pkt.frame_len, &key);
 
 	/* Source level: found or created in the per-CPU table, and in the
 	 * shared one when the class leases. */
@@ -353,7 +351,7 @@ int sluice_xdp(struct xdp_md *ctx)
 		if (!levels[SLUICE_LEVEL_SOURCE].cpu ||
 		    (src_limit->accuracy == SLUICE_ACCURACY_LEASE && !levels[SLUICE_LEVEL_SOURCE].shared)) {
 			stat_add(SLUICE_STAT_SOURCE_TABLE_FULL, 1);
-			return account(class_id, sluice_decide_table_full(cls), pkt.frame_len, &key, now);
+			return account(class_id, sluice_decide_table_full(cls), pkt.frame_len, &key);
 		}
 	}
 
@@ -363,8 +361,9 @@ int sluice_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	d = sluice_decide(levels, pkt.frame_len, now);
-	return account(class_id, d, pkt.frame_len, &key, now);
+	/* Time is read only for packets that reach a bucket. */
+	d = sluice_decide(levels, pkt.frame_len, sluice_now());
+	return account(class_id, d, pkt.frame_len, &key);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

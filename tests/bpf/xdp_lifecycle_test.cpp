@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include "xdp_fixture.h"
@@ -98,6 +99,20 @@ class EnterNamespace {
   private:
     int saved_ = -1;
     bool ok_ = false;
+};
+
+// A veth pair in a throwaway namespace with this thread inside it; ifindex
+// is sl1's, 0 if any step failed.
+struct InsideVeth {
+    VethNamespace ns;
+    std::optional<EnterNamespace> inside;
+    int ifindex = 0;
+
+    InsideVeth() {
+        if (!ns.ok()) return;
+        inside.emplace(ns.name());
+        if (inside->ok()) ifindex = static_cast<int>(if_nametoindex("sl1"));
+    }
 };
 
 uint32_t prog_id(int prog_fd) {
@@ -221,12 +236,10 @@ TEST_F(XdpLifecycle, PinsOfOtherTableOptionsAreRefused) {
 class XdpAttach : public XdpLifecycle, public ::testing::WithParamInterface<XdpMode> {};
 
 TEST_P(XdpAttach, AttachSeesTrafficAndDetachRemovesTheProgram) {
-    VethNamespace ns;
-    ASSERT_TRUE(ns.ok()) << "could not create a veth pair in namespace " << ns.name();
-    EnterNamespace inside(ns.name());
-    ASSERT_TRUE(inside.ok()) << std::strerror(errno);
-    const int ifindex = static_cast<int>(if_nametoindex("sl1"));
-    ASSERT_GT(ifindex, 0);
+    InsideVeth veth;
+    ASSERT_GT(veth.ifindex, 0) << "could not set up veth pair sl0/sl1 in namespace " << veth.ns.name() << ": "
+                               << std::strerror(errno);
+    const int ifindex = veth.ifindex;
 
     ASSERT_NO_FATAL_FAILURE(open(XdpOptions{.source_capacity = kTestCapacity, .pin_dir = {}}));
     apply(standard_policy(1));
@@ -254,12 +267,10 @@ TEST_P(XdpAttach, AttachSeesTrafficAndDetachRemovesTheProgram) {
 
 TEST_P(XdpAttach, PinnedLinkKeepsEnforcingWithoutItsDaemon) {
     PinDir pins;
-    VethNamespace ns;
-    ASSERT_TRUE(ns.ok()) << "could not create a veth pair in namespace " << ns.name();
-    EnterNamespace inside(ns.name());
-    ASSERT_TRUE(inside.ok()) << std::strerror(errno);
-    const int ifindex = static_cast<int>(if_nametoindex("sl1"));
-    ASSERT_GT(ifindex, 0);
+    InsideVeth veth;
+    ASSERT_GT(veth.ifindex, 0) << "could not set up veth pair sl0/sl1 in namespace " << veth.ns.name() << ": "
+                               << std::strerror(errno);
+    const int ifindex = veth.ifindex;
 
     ASSERT_NO_FATAL_FAILURE(open(XdpOptions{.source_capacity = kTestCapacity, .pin_dir = pins.path()}));
     apply(standard_policy(1));

@@ -103,6 +103,18 @@ class XdpSources : public XdpTest {
     ClassSpec limited(uint32_t id, uint8_t prefix_v4 = 32, uint8_t prefix_v6 = 64) const {
         return {.id = id, .per_source = Limit{.rate = 1, .burst = 3}, .prefix_v4 = prefix_v4, .prefix_v6 = prefix_v6};
     }
+
+    // A first fragment, a later one (no L4 header) and a whole datagram from
+    // one source share one bucket of 3, and none of them is malformed.
+    void expect_fragments_share_one_bucket(const Bytes& first, const Bytes& later, const Bytes& whole) {
+        EXPECT_EQ(verdicts(first, 1), "P");
+        EXPECT_EQ(verdicts(later, 1), "P");
+        EXPECT_EQ(verdicts(whole, 1), "P");
+        EXPECT_EQ(verdicts(later, 1), "D");
+        EXPECT_EQ(verdicts(first, 1), "D");
+        EXPECT_EQ(stat(SLUICE_STAT_SOURCE_INSERTS), 1u);
+        EXPECT_EQ(counts().reason(SLUICE_REASON_MALFORMED), 0u);
+    }
 };
 
 TEST_F(XdpSources, Ipv4SourcesHaveTheirOwnBuckets) {
@@ -170,34 +182,18 @@ TEST_F(XdpSources, VlanAndQinqFramesAreLimitedByTheirInnerSource) {
 
 TEST_F(XdpSources, Ipv4FragmentsCountAgainstTheirSource) {
     apply(policy().add(limited(1)).build());
-    const auto whole = udp_from("192.0.2.77");
-    const auto first =
-        PacketBuilder().eth().ipv4("192.0.2.77", "198.51.100.1").fragment(0, true).udp(1, 2).payload(32).build();
-    // A later fragment carries no UDP header: the payload is raw data.
-    const auto later = PacketBuilder().eth().ipv4("192.0.2.77", "198.51.100.1").fragment(5, false).payload(24).build();
-    EXPECT_EQ(verdicts(first, 1), "P");
-    EXPECT_EQ(verdicts(later, 1), "P");
-    EXPECT_EQ(verdicts(whole, 1), "P");
-    EXPECT_EQ(verdicts(later, 1), "D");
-    EXPECT_EQ(verdicts(first, 1), "D");
-    EXPECT_EQ(stat(SLUICE_STAT_SOURCE_INSERTS), 1u);
-    EXPECT_EQ(counts().reason(SLUICE_REASON_MALFORMED), 0u);
+    expect_fragments_share_one_bucket(
+        PacketBuilder().eth().ipv4("192.0.2.77", "198.51.100.1").fragment(0, true).udp(1, 2).payload(32).build(),
+        PacketBuilder().eth().ipv4("192.0.2.77", "198.51.100.1").fragment(5, false).payload(24).build(),
+        udp_from("192.0.2.77"));
 }
 
 TEST_F(XdpSources, Ipv6FragmentsCountAgainstTheirSource) {
     apply(policy().add(limited(1)).build());
-    const auto whole = udp_from("2001:db8:1::77");
-    const auto first =
-        PacketBuilder().eth().ipv6("2001:db8:1::77", "2001:db8::1").fragment(0, true).udp(1, 2).payload(32).build();
-    const auto later =
-        PacketBuilder().eth().ipv6("2001:db8:1::77", "2001:db8::1").fragment(5, false).payload(24).build();
-    EXPECT_EQ(verdicts(first, 1), "P");
-    EXPECT_EQ(verdicts(later, 1), "P");
-    EXPECT_EQ(verdicts(whole, 1), "P");
-    EXPECT_EQ(verdicts(later, 1), "D");
-    EXPECT_EQ(verdicts(first, 1), "D");
-    EXPECT_EQ(stat(SLUICE_STAT_SOURCE_INSERTS), 1u);
-    EXPECT_EQ(counts().reason(SLUICE_REASON_MALFORMED), 0u);
+    expect_fragments_share_one_bucket(
+        PacketBuilder().eth().ipv6("2001:db8:1::77", "2001:db8::1").fragment(0, true).udp(1, 2).payload(32).build(),
+        PacketBuilder().eth().ipv6("2001:db8:1::77", "2001:db8::1").fragment(5, false).payload(24).build(),
+        udp_from("2001:db8:1::77"));
 }
 
 // ---- frames that do not parse -------------------------------------------------------

@@ -22,13 +22,6 @@
 
 #define SLUICE_INLINE static inline __attribute__((always_inline))
 
-/* Fixed-count loops are unrolled: the verifier then sees straight-line code. */
-#if defined(__clang__)
-#define SLUICE_UNROLL _Pragma("unroll")
-#else
-#define SLUICE_UNROLL _Pragma("GCC unroll 16")
-#endif
-
 /* Bumped on any change to a struct below: a daemon refuses pinned maps whose
  * ABI version differs instead of reinterpreting them. */
 #define SLUICE_ABI_VERSION 1
