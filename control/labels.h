@@ -16,6 +16,7 @@ namespace sluice {
 #define SLUICE_LABEL(id, label, help) label,
 inline constexpr std::array<std::string_view, SLUICE_VERDICT_COUNT> kVerdictLabels{SLUICE_VERDICT_LIST(SLUICE_LABEL)};
 inline constexpr std::array<std::string_view, SLUICE_REASON_COUNT> kReasonLabels{SLUICE_REASON_LIST(SLUICE_LABEL)};
+inline constexpr std::array<std::string_view, SLUICE_STAT_COUNT> kStatLabels{SLUICE_STAT_LIST(SLUICE_LABEL)};
 inline constexpr std::array<std::string_view, SLUICE_PARSE_STATUS_COUNT> kParseStatusLabels{
     SLUICE_PARSE_STATUS_LIST(SLUICE_LABEL)};
 #undef SLUICE_LABEL
@@ -27,6 +28,7 @@ constexpr std::string_view label_of(const std::array<std::string_view, N>& label
 
 constexpr std::string_view verdict_label(uint32_t verdict) { return label_of(kVerdictLabels, verdict); }
 constexpr std::string_view reason_label(uint32_t reason) { return label_of(kReasonLabels, reason); }
+constexpr std::string_view stat_label(uint32_t stat) { return label_of(kStatLabels, stat); }
 constexpr std::string_view parse_status_label(uint32_t status) { return label_of(kParseStatusLabels, status); }
 
 }  // namespace sluice

@@ -180,8 +180,11 @@ Status XdpDataplane::adopt_pinned_links() {
         if (link.get() < 0) return syscall_error(SyscallOp::pin, "opening pinned link " + path, errno);
         // The interface keeps enforcing throughout: the link switches to
         // this instance of the program atomically.
-        if (const int err = bpf_link_update(link.get(), program_fd(), nullptr))
+        if (const int err = bpf_link_update(link.get(), program_fd(), nullptr)) {
+            // ENOLINK: the interface is gone, so the pin guards nothing.
+            if (error_code(err) == ENOLINK && unlink(path.c_str()) == 0) continue;
             return syscall_error(SyscallOp::link, "switching " + path + " to the new program", error_code(err));
+        }
         links_[ifindex] = std::move(link);
     }
     return ok_status();

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "daemon_config.h"
+
+#include <net/if.h>
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace sluice {
+namespace {
+
+constexpr uint32_t kMinSourceCapacity = 1024;
+constexpr uint32_t kMaxSourceCapacity = 1u << 24;
+
+std::string where(std::string_view path, const toml::source_region& region) {
+    return std::string(path) + ":" + std::to_string(region.begin.line) + ":" + std::to_string(region.begin.column);
+}
+
+Error at(std::string_view path, const toml::node& node, std::string_view key, const std::string& what) {
+    return Error{where(path, node.source()) + ": " + std::string(key) + ": " + what, std::string(key)};
+}
+
+Status string_key(std::string_view path, const toml::node& node, std::string_view key, std::string& out) {
+    const auto* value = node.as_string();
+    if (value == nullptr) return at(path, node, key, "expected a string");
+    out = value->get();
+    return ok_status();
+}
+
+Status absolute_path_key(std::string_view path, const toml::node& node, std::string_view key, std::string& out) {
+    if (auto status = string_key(path, node, key, out); !status) return status;
+    if (out.empty() || out.front() != '/') return at(path, node, key, "expected an absolute path, got \"" + out + "\"");
+    while (out.size() > 1 && out.back() == '/') out.pop_back();
+    return ok_status();
+}
+
+Status parse_interface(std::string_view path, const toml::node& node, std::set<std::string>& seen,
+                       DaemonConfig& config) {
+    const auto* table = node.as_table();
+    if (table == nullptr) return at(path, node, "interface", "expected a table ([[interface]])");
+    InterfaceConfig interface;
+    bool named = false;
+    for (const auto& [key, value] : *table) {
+        if (key == "name") {
+            if (auto status = string_key(path, value, "interface.name", interface.name); !status) return status;
+            if (interface.name.empty() || interface.name.size() >= IF_NAMESIZE ||
+                interface.name.find('/') != std::string::npos)
+                return at(path, value, "interface.name", "\"" + interface.name + "\" is not an interface name");
+            if (!seen.insert(interface.name).second)
+                return at(path, value, "interface.name", "\"" + interface.name + "\" is listed twice");
+            named = true;
+        } else if (key == "mode") {
+            std::string mode;
+            if (auto status = string_key(path, value, "interface.mode", mode); !status) return status;
+            auto parsed = parse_xdp_mode(mode);
+            if (!parsed) return at(path, value, "interface.mode", parsed.error().message);
+            interface.mode = parsed.value();
+        } else {
+            return at(path, value, "interface." + std::string(key.str()), "unknown key (expected name or mode)");
+        }
+    }
+    if (!named) return at(path, node, "interface.name", "missing: every [[interface]] needs a name");
+    config.interfaces.push_back(std::move(interface));
+    return ok_status();
+}
+
+Status parse_key(std::string_view path, std::string_view key, const toml::node& value, DaemonConfig& config,
+                 std::set<std::string>& interface_names) {
+    if (key == "socket") return absolute_path_key(path, value, key, config.socket);
+    if (key == "socket_group") return string_key(path, value, key, config.socket_group);
+    if (key == "state_dir") return absolute_path_key(path, value, key, config.state_dir);
+    if (key == "bpffs_dir") return absolute_path_key(path, value, key, config.bpffs_dir);
+    if (key == "policy_file") {
+        if (auto status = string_key(path, value, key, config.policy_file); !status) return status;
+        if (!config.policy_file.empty() && config.policy_file.front() != '/')
+            return at(path, value, key, "expected an absolute path (SIGHUP re-reads it from any working directory)");
+        return ok_status();
+    }
+    if (key == "metrics_address") return string_key(path, value, key, config.metrics_address);
+    if (key == "log_level") {
+        std::string name;
+        if (auto status = string_key(path, value, key, name); !status) return status;
+        const auto level = parse_log_level(name);
+        if (!level) return at(path, value, key, "\"" + name + "\" is not one of debug, info, warn, error");
+        config.log_level = *level;
+        return ok_status();
+    }
+    if (key == "detach_on_exit") {
+        const auto* flag = value.as_boolean();
+        if (flag == nullptr) return at(path, value, key, "expected true or false");
+        config.detach_on_exit = flag->get();
+        return ok_status();
+    }
+    if (key == "source_capacity") {
+        const auto* number = value.as_integer();
+        if (number == nullptr || number->get() < kMinSourceCapacity || number->get() > kMaxSourceCapacity)
+            return at(path, value, key,
+                      "expected an integer in " + std::to_string(kMinSourceCapacity) + ".." +
+                          std::to_string(kMaxSourceCapacity));
+        config.source_capacity = static_cast<uint32_t>(number->get());
+        return ok_status();
+    }
+    if (key == "interface") {
+        const auto* list = value.as_array();
+        if (list == nullptr) return at(path, value, key, "expected [[interface]] tables");
+        for (const auto& item : *list) {
+            if (auto status = parse_interface(path, item, interface_names, config); !status) return status;
+        }
+        return ok_status();
+    }
+    return at(path, value, key,
+              "unknown key (expected socket, socket_group, state_dir, bpffs_dir, policy_file, metrics_address, "
+              "log_level, detach_on_exit, source_capacity or [[interface]])");
+}
+
+}  // namespace
+
+std::string_view xdp_mode_name(XdpMode mode) { return mode == XdpMode::native ? "native" : "generic"; }
+
+Result<XdpMode> parse_xdp_mode(std::string_view name) {
+    if (name == "native") return XdpMode::native;
+    if (name == "generic") return XdpMode::generic;
+    return Error{"\"" + std::string(name) + "\" is not an XDP mode (expected native or generic)", "mode"};
+}
+
+Result<DaemonConfig> parse_daemon_config(std::string_view text, std::string_view path) {
+    toml::table root;
+    try {
+        root = toml::parse(text, path);
+    } catch (const toml::parse_error& error) {
+        return Error{where(path, error.source()) + ": " + std::string(error.description())};
+    }
+    DaemonConfig config;
+    std::set<std::string> interface_names;
+    // Report problems in file order, so the first error is the first in the file.
+    std::vector<std::pair<std::string, const toml::node*>> keys;
+    for (const auto& [key, value] : root) keys.emplace_back(std::string(key.str()), &value);
+    std::sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) {
+        const auto& x = a.second->source().begin;
+        const auto& y = b.second->source().begin;
+        return std::tie(x.line, x.column) < std::tie(y.line, y.column);
+    });
+    for (const auto& [key, value] : keys) {
+        if (auto status = parse_key(path, key, *value, config, interface_names); !status) return status.error();
+    }
+    return config;
+}
+
+Result<DaemonConfig> load_daemon_config(const std::string& path) {
+    std::ifstream file(path);
+    if (!file) return Error{"cannot read the sluiced config " + path + ": " + std::strerror(errno)};
+    std::ostringstream text;
+    text << file.rdbuf();
+    if (file.bad()) return Error{"cannot read the sluiced config " + path + ": " + std::strerror(errno)};
+    return parse_daemon_config(text.str(), path);
+}
+
+}  // namespace sluice

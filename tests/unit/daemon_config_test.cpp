@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+// sluiced's config file and log lines: defaults, every key, and refusals that
+// name file:line:column and the key.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "daemon_config.h"
+#include "logger.h"
+
+namespace sluice {
+namespace {
+
+TEST(DaemonConfig, EmptyFileGivesTheDocumentedDefaults) {
+    auto config = parse_daemon_config("", "sluiced.toml");
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    EXPECT_EQ(config.value().socket, "/run/sluice/sluiced.sock");
+    EXPECT_EQ(config.value().state_dir, "/var/lib/sluice");
+    EXPECT_EQ(config.value().bpffs_dir, "/sys/fs/bpf/sluice");
+    EXPECT_EQ(config.value().metrics_address, "127.0.0.1:9464");
+    EXPECT_FALSE(config.value().detach_on_exit);
+    EXPECT_EQ(config.value().log_level, LogLevel::info);
+    EXPECT_TRUE(config.value().interfaces.empty());
+}
+
+TEST(DaemonConfig, ThePackagedExampleLoadsAndMatchesTheDefaults) {
+    std::ifstream file(SLUICE_PACKAGING_DIR "/sluiced.toml");
+    ASSERT_TRUE(file) << "packaging/sluiced.toml is missing";
+    std::ostringstream text;
+    text << file.rdbuf();
+    auto example = parse_daemon_config(text.str(), "sluiced.toml");
+    ASSERT_TRUE(example.ok()) << example.error().message;
+    auto defaults = parse_daemon_config("", "defaults");
+    ASSERT_TRUE(defaults.ok());
+    EXPECT_EQ(example.value().socket, defaults.value().socket);
+    EXPECT_EQ(example.value().state_dir, defaults.value().state_dir);
+    EXPECT_EQ(example.value().bpffs_dir, defaults.value().bpffs_dir);
+    EXPECT_EQ(example.value().source_capacity, defaults.value().source_capacity);
+    ASSERT_EQ(example.value().interfaces.size(), 1u);
+    EXPECT_EQ(example.value().interfaces[0].name, "eth1");
+}
+
+TEST(DaemonConfig, ReadsEveryKey) {
+    auto config = parse_daemon_config(R"(
+socket = "/tmp/s/sluiced.sock"
+socket_group = "adm"
+state_dir = "/tmp/s/state/"
+bpffs_dir = "/sys/fs/bpf/x"
+policy_file = "/etc/sluice/policy.toml"
+metrics_address = "127.0.0.1:9999"
+log_level = "debug"
+detach_on_exit = true
+source_capacity = 4096
+[[interface]]
+name = "sl0"
+[[interface]]
+name = "sl1"
+mode = "generic"
+)",
+                                      "c.toml");
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    const DaemonConfig& c = config.value();
+    EXPECT_EQ(c.socket, "/tmp/s/sluiced.sock");
+    EXPECT_EQ(c.socket_group, "adm");
+    EXPECT_EQ(c.state_dir, "/tmp/s/state");  // trailing slash dropped
+    EXPECT_EQ(c.policy_file, "/etc/sluice/policy.toml");
+    EXPECT_EQ(c.log_level, LogLevel::debug);
+    EXPECT_TRUE(c.detach_on_exit);
+    EXPECT_EQ(c.source_capacity, 4096u);
+    ASSERT_EQ(c.interfaces.size(), 2u);
+    EXPECT_EQ(c.interfaces[0].mode, XdpMode::native);
+    EXPECT_EQ(c.interfaces[1].name, "sl1");
+    EXPECT_EQ(c.interfaces[1].mode, XdpMode::generic);
+}
+
+struct Refusal {
+    const char* text;
+    const char* where;    // "file:line:column: key"
+    const char* setting;  // Error::setting
+};
+
+class DaemonConfigRefusal : public ::testing::TestWithParam<Refusal> {};
+
+TEST_P(DaemonConfigRefusal, NamesFileLineColumnAndKey) {
+    auto config = parse_daemon_config(GetParam().text, "c.toml");
+    ASSERT_FALSE(config.ok());
+    EXPECT_EQ(config.error().message.rfind(GetParam().where, 0), 0u) << config.error().message;
+    EXPECT_EQ(config.error().setting, GetParam().setting);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Keys, DaemonConfigRefusal,
+    ::testing::Values(
+        Refusal{"sockett = \"/x\"", "c.toml:1:11: sockett: unknown key", "sockett"},
+        Refusal{"\nsocket = \"relative.sock\"", "c.toml:2:10: socket: expected an absolute path", "socket"},
+        Refusal{"state_dir = 7", "c.toml:1:13: state_dir: expected a string", "state_dir"},
+        Refusal{"policy_file = \"policy.toml\"", "c.toml:1:15: policy_file: expected an absolute path", "policy_file"},
+        Refusal{"log_level = \"loud\"", "c.toml:1:13: log_level: \"loud\" is not one of", "log_level"},
+        Refusal{"detach_on_exit = 1", "c.toml:1:18: detach_on_exit: expected true or false", "detach_on_exit"},
+        Refusal{"source_capacity = 10", "c.toml:1:19: source_capacity: expected an integer in", "source_capacity"},
+        Refusal{"[[interface]]\nmode = \"native\"", "c.toml:1:1: interface.name: missing", "interface.name"},
+        Refusal{"[[interface]]\nname = \"a/b\"", "c.toml:2:8: interface.name: \"a/b\" is not", "interface.name"},
+        Refusal{"[[interface]]\nname = \"sl0\"\n[[interface]]\nname = \"sl0\"",
+                "c.toml:4:8: interface.name: \"sl0\" is listed twice", "interface.name"},
+        Refusal{"[[interface]]\nname = \"sl0\"\nmode = \"offload\"",
+                "c.toml:3:8: interface.mode: \"offload\" is not an XDP mode", "interface.mode"},
+        Refusal{"[[interface]]\nname = \"sl0\"\nqueues = 4", "c.toml:3:10: interface.queues: unknown key",
+                "interface.queues"}));
+
+TEST(DaemonConfig, ReportsTheFirstProblemInFileOrder) {
+    auto config = parse_daemon_config("zzz = 1\naaa = 2\n", "c.toml");
+    ASSERT_FALSE(config.ok());
+    EXPECT_EQ(config.error().message.rfind("c.toml:1:7: zzz", 0), 0u) << config.error().message;
+}
+
+TEST(DaemonConfig, SyntaxErrorsCarryTheirPosition) {
+    auto config = parse_daemon_config("socket = \n", "c.toml");
+    ASSERT_FALSE(config.ok());
+    EXPECT_EQ(config.error().message.rfind("c.toml:1:", 0), 0u) << config.error().message;
+}
+
+TEST(DaemonConfig, MissingFileNamesIt) {
+    auto config = load_daemon_config("/nonexistent/sluiced.toml");
+    ASSERT_FALSE(config.ok());
+    EXPECT_NE(config.error().message.find("/nonexistent/sluiced.toml"), std::string::npos);
+}
+
+TEST(LogLine, IsLogfmtWithQuotingOnlyWhereNeeded) {
+    EXPECT_EQ(format_log_line("T", LogLevel::warn, "policy refused", {{"interface", "sl0"}, {"error", "a \"b\"\nc"}}),
+              "ts=T level=warn msg=\"policy refused\" interface=sl0 error=\"a \\\"b\\\"\\nc\"");
+    EXPECT_EQ(format_log_line("T", LogLevel::info, "ready", {{"empty", ""}, {"eq", "a=b"}}),
+              "ts=T level=info msg=ready empty=\"\" eq=\"a=b\"");
+}
+
+TEST(LogLevels, RoundTripByName) {
+    for (const auto level : {LogLevel::debug, LogLevel::info, LogLevel::warn, LogLevel::error})
+        EXPECT_EQ(parse_log_level(log_level_name(level)), level);
+    EXPECT_FALSE(parse_log_level("verbose"));
+}
+
+}  // namespace
+}  // namespace sluice
