@@ -43,7 +43,10 @@ std::string not_running_message(const std::string& path) {
 
 }  // namespace
 
-Result<ControlClient> ControlClient::connect(const std::string& path, int timeout_ms) {
+Result<ControlClient> ControlClient::connect(const std::string& path, int timeout_ms, int* failed_errno) {
+    int ignored_errno = 0;
+    if (failed_errno == nullptr) failed_errno = &ignored_errno;
+    *failed_errno = 0;
     const Result<sockaddr_un> address_or = unix_address(path);
     if (!address_or) return address_or.error();
     const sockaddr_un address = address_or.value();
@@ -58,6 +61,7 @@ Result<ControlClient> ControlClient::connect(const std::string& path, int timeou
         if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) break;
         const int err = errno;
         if (err == EINTR) continue;
+        *failed_errno = err;
         if (err == ENOENT || err == ECONNREFUSED) return Error{not_running_message(path)};
         if (err == EACCES || err == EPERM) {
             return Error{"permission denied on " + path + ": run as root or as a member of the socket's group"};

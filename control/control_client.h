@@ -18,7 +18,9 @@ class ControlClient {
   public:
     // Errors say what to do: start sluiced when there is no socket or no one
     // listens, run as root or a group member when access is denied.
-    static Result<ControlClient> connect(const std::string& path, int timeout_ms);
+    // `failed_errno`, when given, receives connect()'s errno (0 when it failed
+    // before that), so a caller can tell "not running" from "access denied".
+    static Result<ControlClient> connect(const std::string& path, int timeout_ms, int* failed_errno = nullptr);
 
     // Sends {"id", "verb", "args"} and waits (up to the connect timeout) for
     // the response with the same id. A server error comes back as an Error

@@ -107,7 +107,7 @@ Error located(std::string_view path, const toml::source_region& where, std::stri
     std::string message = position(path, where) + ": ";
     if (!field.empty()) message += std::string(field) + ": ";
     message += what;
-    return Error{std::move(message)};
+    return Error{std::move(message), std::string(field)};
 }
 
 std::string expected_integer(int64_t min, int64_t max) {

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+// sluicectl's command line: global options, then a command and its own
+// arguments, turned into the control request to send. Pure (no I/O), so every
+// usage error is unit-tested.
+//
+//   sluicectl [--socket PATH] [--json] [--timeout MS] COMMAND ...
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sluice::cli {
+
+inline constexpr std::string_view kDefaultSocketPath = "/run/sluice/sluiced.sock";
+inline constexpr int kDefaultTimeoutMs = 10000;
+
+// The usage text --help prints: every command with one line each, the
+// options and the exit codes.
+std::string usage_text();
+
+enum class Command {
+    status,
+    attach,
+    detach,
+    policy_push,
+    policy_show,
+    policy_history,
+    policy_rollback,
+    policy_diff,
+    stats,
+};
+
+struct GlobalOptions {
+    std::string socket_path;
+    bool json = false;
+    int timeout_ms = kDefaultTimeoutMs;  // -1: no limit (--timeout 0)
+};
+
+struct Invocation {
+    enum class Action { run, help, version };
+
+    GlobalOptions global;
+    Action action = Action::run;
+    // What went wrong when the command line is unusable (exit 2); the fields
+    // below are then incomplete, but `global` holds what was parsed, so
+    // --json still shapes the error.
+    std::string usage_error;
+
+    Command command = Command::status;
+    std::string verb;                                // the protocol verb, "policy.push"...
+    nlohmann::json args = nlohmann::json::object();  // its args; policy push adds "text" after reading
+    std::string policy_file;                         // policy push: FILE as given, "-" for stdin
+    bool show_source = false;                        // policy show --source
+    bool dry_run = false;                            // push/rollback --dry-run
+
+    bool ok() const { return usage_error.empty(); }
+};
+
+// `args` excludes the program name. `socket_env` is $SLUICE_SOCKET (null or
+// empty when unset).
+Invocation parse_command_line(const std::vector<std::string>& args, const char* socket_env);
+
+}  // namespace sluice::cli

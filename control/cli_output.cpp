@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cli_output.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <optional>
+#include <utility>
+
+namespace sluice::cli {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::string_view kMissing = "-";
+constexpr std::size_t kShortShaLength = 12;
+
+// The member `key` of `object`, or null when `object` is not an object or
+// lacks it.
+const json& member(const json& object, std::string_view key) {
+    static const json null_value;
+    if (!object.is_object()) return null_value;
+    const auto found = object.find(key);
+    return found == object.end() ? null_value : *found;
+}
+
+std::string text_of(const json& value) {
+    if (value.is_string()) return value.get<std::string>();
+    if (value.is_number_unsigned()) return std::to_string(value.get<std::uint64_t>());
+    if (value.is_number_integer()) return std::to_string(value.get<std::int64_t>());
+    if (value.is_boolean()) return value.get<bool>() ? "true" : "false";
+    if (value.is_number_float()) {
+        char digits[32];
+        std::snprintf(digits, sizeof(digits), "%g", value.get<double>());
+        return digits;
+    }
+    return std::string(kMissing);
+}
+
+std::string text_of(const json& object, std::string_view key) { return text_of(member(object, key)); }
+
+std::optional<std::int64_t> integer_of(const json& object, std::string_view key) {
+    const json& value = member(object, key);
+    if (value.is_number_unsigned()) {
+        const auto unsigned_value = value.get<std::uint64_t>();
+        return unsigned_value > static_cast<std::uint64_t>(INT64_MAX) ? INT64_MAX
+                                                                      : static_cast<std::int64_t>(unsigned_value);
+    }
+    if (value.is_number_integer()) return value.get<std::int64_t>();
+    if (value.is_number_float()) return static_cast<std::int64_t>(value.get<double>());
+    return std::nullopt;
+}
+
+double number_of(const json& object, std::string_view key) {
+    const json& value = member(object, key);
+    return value.is_number() ? value.get<double>() : 0.0;
+}
+
+std::string short_sha(const json& object) {
+    const json& sha = member(object, "sha256");
+    return sha.is_string() ? sha.get<std::string>().substr(0, kShortShaLength) : std::string(kMissing);
+}
+
+std::string time_of(const json& object, std::string_view key) {
+    const auto unix_s = integer_of(object, key);
+    return unix_s ? utc_time(*unix_s) : std::string(kMissing);
+}
+
+// A version number, "-" for none (0 means no policy on an interface).
+std::string version_of(const json& object, std::string_view key) {
+    const auto version = integer_of(object, key);
+    return version && *version > 0 ? std::to_string(*version) : std::string(kMissing);
+}
+
+std::string with_newline(std::string text) {
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    return text;
+}
+
+std::string joined(const json& list, std::string_view separator) {
+    std::string text;
+    if (!list.is_array()) return text;
+    for (const json& item : list) text += (text.empty() ? "" : std::string(separator)) + text_of(item);
+    return text;
+}
+
+// "source" for the reason with the most drops; "-" without drops.
+std::string top_drop_reason(const json& klass) {
+    std::string top(kMissing);
+    double most = 0;
+    const json& reasons = member(klass, "drops_by_reason");
+    if (!reasons.is_object()) return top;
+    for (const auto& [reason, count] : reasons.items()) {
+        const double drops = count.is_number() ? count.get<double>() : 0;
+        if (drops > most) {
+            most = drops;
+            top = reason;
+        }
+    }
+    return top;
+}
+
+std::string stats_footer(const json& stats) {
+    std::string footer;
+    if (!stats.is_object()) return footer;
+    for (const auto& [name, value] : stats.items()) {
+        if (value.is_number() && value.get<double>() != 0) footer += " " + name + "=" + text_of(value);
+    }
+    return footer.empty() ? footer : "stats:" + footer + "\n";
+}
+
+std::string format_interface_stats(const json& interface, double interval_s) {
+    std::string text = text_of(interface, "name") + ": policy version " + version_of(interface, "active_version");
+    if (interval_s > 0) {
+        char interval[32];
+        std::snprintf(interval, sizeof(interval), "%.1f", interval_s);
+        text += ", rates over the last " + std::string(interval) + " s";
+    } else {
+        text += ", rates not sampled yet";  // sluiced needs two samples, about a second apart
+    }
+    text += "\n";
+    using Align = Table::Align;
+    Table table({"CLASS", "PASS/s", "DROP/s", "PASS_PKTS", "DROP_PKTS", "TOP-DROP-REASON"},
+                {Align::left, Align::right, Align::right, Align::right, Align::right, Align::left});
+    const json& classes = member(interface, "classes");
+    if (classes.is_array()) {
+        for (const json& klass : classes) {
+            table.add_row({text_of(klass, "name"), human_rate(number_of(klass, "pass_pps")),
+                           human_rate(number_of(klass, "drop_pps")), text_of(klass, "pass_packets"),
+                           text_of(klass, "drop_packets"), top_drop_reason(klass)});
+        }
+    }
+    return text + table.render() + stats_footer(member(interface, "stats"));
+}
+
+}  // namespace
+
+std::string human_rate(double per_second) {
+    if (!std::isfinite(per_second) || per_second < 0) return std::string(kMissing);
+    if (per_second == 0) return "0";
+    static constexpr std::array<std::string_view, 5> kSuffixes = {"", "k", "M", "G", "T"};
+    double value = per_second;
+    std::size_t scale = 0;
+    // 999.5 would round to "1000": show it as "1k" instead.
+    while (value >= 999.5 && scale + 1 < kSuffixes.size()) {
+        value /= 1000;
+        ++scale;
+    }
+    char digits[32];
+    if (value < 9.95) {
+        std::snprintf(digits, sizeof(digits), "%.1f", value);
+    } else if (scale > 0 && value < 99.95) {
+        std::snprintf(digits, sizeof(digits), "%.1f", value);
+    } else {
+        std::snprintf(digits, sizeof(digits), "%.0f", value);
+    }
+    std::string text = digits;
+    if (text.size() > 2 && text.compare(text.size() - 2, 2, ".0") == 0) text.resize(text.size() - 2);
+    return text + std::string(kSuffixes[scale]);
+}
+
+std::string utc_time(std::int64_t unix_s) {
+    const auto seconds = static_cast<std::time_t>(unix_s);
+    std::tm broken_down{};
+    if (::gmtime_r(&seconds, &broken_down) == nullptr) return std::string(kMissing);
+    char text[64];
+    if (std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &broken_down) == 0) return std::string(kMissing);
+    return text;
+}
+
+std::string human_duration(double seconds) {
+    if (!std::isfinite(seconds) || seconds < 0) return std::string(kMissing);
+    const auto total = static_cast<std::uint64_t>(seconds);
+    const std::uint64_t days = total / 86400, hours = total / 3600 % 24, minutes = total / 60 % 60, secs = total % 60;
+    if (days > 0) return std::to_string(days) + "d " + std::to_string(hours) + "h";
+    if (hours > 0) return std::to_string(hours) + "h " + std::to_string(minutes) + "m";
+    if (minutes > 0) return std::to_string(minutes) + "m " + std::to_string(secs) + "s";
+    return std::to_string(secs) + "s";
+}
+
+Table::Table(std::vector<std::string> headers, std::vector<Align> align)
+    : headers_(std::move(headers)), align_(std::move(align)) {
+    align_.resize(headers_.size(), Align::left);
+}
+
+void Table::add_row(std::vector<std::string> cells) {
+    cells.resize(headers_.size());
+    rows_.push_back(std::move(cells));
+}
+
+std::vector<std::string> Table::lines() const {
+    std::vector<std::size_t> widths(headers_.size());
+    for (std::size_t column = 0; column < headers_.size(); ++column) {
+        widths[column] = headers_[column].size();
+        for (const auto& row : rows_) widths[column] = std::max(widths[column], row[column].size());
+    }
+    const auto render_row = [&](const std::vector<std::string>& cells) {
+        std::string line;
+        for (std::size_t column = 0; column < cells.size(); ++column) {
+            if (column > 0) line += "  ";
+            const std::string padding(widths[column] - cells[column].size(), ' ');
+            line += align_[column] == Align::right ? padding + cells[column] : cells[column] + padding;
+        }
+        line.erase(line.find_last_not_of(' ') + 1);
+        return line + "\n";
+    };
+    std::vector<std::string> lines{render_row(headers_)};
+    for (const auto& row : rows_) lines.push_back(render_row(row));
+    return lines;
+}
+
+std::string Table::render() const {
+    std::string text;
+    for (const std::string& line : lines()) text += line;
+    return text;
+}
+
+std::string format_status(const json& result) {
+    const json& daemon = member(result, "daemon");
+    std::string text = "daemon: pid " + text_of(daemon, "pid") + ", version " + text_of(daemon, "version") + ", up " +
+                       human_duration(number_of(daemon, "uptime_s")) + ", socket " + text_of(daemon, "socket") + "\n";
+
+    const json& policy = member(result, "policy");
+    if (policy.is_object()) {
+        text += "policy: version " + version_of(policy, "version") + ", sha256 " + short_sha(policy) + ", origin " +
+                text_of(policy, "origin") + ", applied " + time_of(policy, "applied_unix_s") + "\n";
+    } else {
+        text += "policy: none yet (sluicectl policy push FILE)\n";
+    }
+
+    const json& interfaces = member(result, "interfaces");
+    if (interfaces.is_array() && !interfaces.empty()) {
+        Table table({"NAME", "MODE", "VERSION", "SOURCES(per-cpu/shared)/CAPACITY", "PIN"});
+        for (const json& interface : interfaces) {
+            table.add_row({text_of(interface, "name"), text_of(interface, "mode"),
+                           version_of(interface, "active_version"),
+                           text_of(interface, "sources_per_cpu") + "/" + text_of(interface, "sources_shared") + "/" +
+                               text_of(interface, "source_capacity"),
+                           text_of(interface, "pin_dir")});
+        }
+        text += "\n" + table.render();
+    } else {
+        text += "interfaces: none attached (sluicectl attach IFNAME)\n";
+    }
+
+    const json& unprotected = member(result, "unprotected");
+    if (unprotected.is_array() && !unprotected.empty()) {
+        text += "unprotected: " + joined(unprotected, ", ") + " (UP without Sluice)\n";
+    }
+    return text;
+}
+
+std::string format_attach(const json& result) {
+    return "attached " + text_of(result, "interface") + " (ifindex " + text_of(result, "ifindex") + ", " +
+           text_of(result, "mode") + " mode, policy version " + version_of(result, "active_version") + ")\n";
+}
+
+std::string format_detach(const json& result) {
+    return "detached " + text_of(result, "interface") + " (program and pins removed)\n";
+}
+
+std::string format_push(const json& result, bool dry_run) {
+    const std::string version = version_of(result, "version");
+    const std::string sha = " (sha256 " + short_sha(result) + ")\n";
+    const json& applied = member(result, "applied");
+    std::string text;
+    if (applied.is_boolean() && applied.get<bool>()) {
+        text = "applied version " + version + sha;
+    } else if (dry_run) {
+        text = "dry run: would apply version " + version + sha;
+    } else {
+        text = "not applied: version " + version + sha;
+    }
+    const json& diff = member(result, "diff");
+    const bool changed = diff.is_string() && !diff.get<std::string>().empty();
+    return text + (changed ? with_newline(diff.get<std::string>()) : "no change\n");
+}
+
+Result<std::string> format_policy_show(const json& result, bool source) {
+    const char* key = source ? "source" : "canonical";
+    const json& text = member(result, key);
+    if (!text.is_string()) {
+        return Error{std::string("sluiced's answer to policy.show has no \"") + key + "\" text"};
+    }
+    return with_newline(text.get<std::string>());
+}
+
+std::string format_history(const json& result) {
+    const json& versions = member(result, "versions");
+    if (!versions.is_array() || versions.empty()) return "no policy versions yet (sluicectl policy push FILE)\n";
+    const auto current = integer_of(result, "current");
+    Table table({"VERSION", "APPLIED", "SHA256", "ORIGIN"});
+    std::vector<bool> is_current;
+    for (const json& version : versions) {
+        table.add_row({version_of(version, "version"), time_of(version, "applied_unix_s"), short_sha(version),
+                       text_of(version, "origin")});
+        is_current.push_back(current && integer_of(version, "version") == current);
+    }
+    // A marker column in front, so '*' stands out at the left edge.
+    const std::vector<std::string> lines = table.lines();
+    std::string text = "  " + lines[0];
+    for (std::size_t row = 0; row < is_current.size(); ++row) text += (is_current[row] ? "* " : "  ") + lines[row + 1];
+    return text;
+}
+
+std::string format_diff(const json& result) {
+    const json& diff = member(result, "diff");
+    if (diff.is_string() && !diff.get<std::string>().empty()) return with_newline(diff.get<std::string>());
+    return "no difference between version " + version_of(result, "from") + " and version " + version_of(result, "to") +
+           "\n";
+}
+
+std::string format_stats(const json& result) {
+    const json& interfaces = member(result, "interfaces");
+    if (!interfaces.is_array() || interfaces.empty()) return "no interfaces attached (sluicectl attach IFNAME)\n";
+    const double interval_s = number_of(result, "interval_s");
+    std::string text;
+    for (const json& interface : interfaces) {
+        if (!text.empty()) text += "\n";
+        text += format_interface_stats(interface, interval_s);
+    }
+    return text;
+}
+
+Result<std::string> format_result(const Invocation& invocation, const json& result) {
+    switch (invocation.command) {
+        case Command::status:
+            return format_status(result);
+        case Command::attach:
+            return format_attach(result);
+        case Command::detach:
+            return format_detach(result);
+        case Command::policy_push:
+        case Command::policy_rollback:
+            return format_push(result, invocation.dry_run);
+        case Command::policy_show:
+            return format_policy_show(result, invocation.show_source);
+        case Command::policy_history:
+            return format_history(result);
+        case Command::policy_diff:
+            return format_diff(result);
+        case Command::stats:
+            return format_stats(result);
+    }
+    return Error{"no output format for verb " + invocation.verb};
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,549 @@
+// SPDX-License-Identifier: Apache-2.0
+// sluicectl: command-line parsing and usage errors, human output, and the
+// whole run (exit codes, stdout/stderr, --json) against a real ControlServer
+// whose handlers stand in for sluiced.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli_args.h"
+#include "cli_output.h"
+#include "cli_run.h"
+#include "control_server.h"
+
+namespace sluice::cli {
+namespace {
+
+using json = nlohmann::json;
+
+Invocation parse(std::vector<std::string> args, const char* socket_env = nullptr) {
+    return parse_command_line(args, socket_env);
+}
+
+// ---- command line ----------------------------------------------------------
+
+TEST(SluicectlArgs, GlobalDefaultsAndEnvironment) {
+    const Invocation plain = parse({"status"});
+    ASSERT_TRUE(plain.ok()) << plain.usage_error;
+    EXPECT_EQ(plain.global.socket_path, "/run/sluice/sluiced.sock");
+    EXPECT_FALSE(plain.global.json);
+    EXPECT_EQ(plain.global.timeout_ms, 10000);
+    EXPECT_EQ(plain.verb, "status");
+    EXPECT_EQ(plain.args, json::object());
+
+    EXPECT_EQ(parse({"status"}, "/tmp/env.sock").global.socket_path, "/tmp/env.sock");
+    EXPECT_EQ(parse({"status"}, "").global.socket_path, "/run/sluice/sluiced.sock");
+    const Invocation given = parse({"--socket", "/tmp/a.sock", "--json", "--timeout=250", "stats"}, "/tmp/env.sock");
+    ASSERT_TRUE(given.ok()) << given.usage_error;
+    EXPECT_EQ(given.global.socket_path, "/tmp/a.sock");
+    EXPECT_TRUE(given.global.json);
+    EXPECT_EQ(given.global.timeout_ms, 250);
+    EXPECT_EQ(given.verb, "stats");
+    EXPECT_EQ(parse({"--timeout", "0", "status"}).global.timeout_ms, -1);  // waits forever
+}
+
+TEST(SluicectlArgs, EachCommandBuildsItsRequest) {
+    struct Case {
+        std::vector<std::string> args;
+        std::string verb;
+        json request_args;
+    };
+    const Case cases[] = {
+        {{"attach", "sl0"}, "attach", {{"interface", "sl0"}}},
+        {{"attach", "--mode", "generic", "sl0"}, "attach", {{"interface", "sl0"}, {"mode", "generic"}}},
+        {{"attach", "sl0", "--mode=native"}, "attach", {{"interface", "sl0"}, {"mode", "native"}}},
+        {{"detach", "sl0"}, "detach", {{"interface", "sl0"}}},
+        {{"policy", "push", "p.toml"}, "policy.push", {{"path", "p.toml"}, {"dry_run", false}}},
+        {{"policy", "push", "--dry-run", "--if-version", "6", "p.toml"},
+         "policy.push",
+         {{"path", "p.toml"}, {"dry_run", true}, {"if_version", 6}}},
+        {{"policy", "push", "-"}, "policy.push", {{"path", "<stdin>"}, {"dry_run", false}}},
+        {{"policy", "push", "--", "-odd.toml"}, "policy.push", {{"path", "-odd.toml"}, {"dry_run", false}}},
+        {{"policy", "show"}, "policy.show", json::object()},
+        {{"policy", "show", "3", "--source"}, "policy.show", {{"version", 3}}},
+        {{"policy", "history"}, "policy.history", json::object()},
+        {{"policy", "rollback"}, "policy.rollback", {{"dry_run", false}}},
+        {{"policy", "rollback", "--to", "2", "--dry-run"}, "policy.rollback", {{"to", 2}, {"dry_run", true}}},
+        {{"policy", "diff", "1", "4"}, "policy.diff", {{"from", 1}, {"to", 4}}},
+        {{"stats"}, "stats", json::object()},
+    };
+    for (const Case& test : cases) {
+        const Invocation invocation = parse(test.args);
+        ASSERT_TRUE(invocation.ok()) << test.args[0] << ": " << invocation.usage_error;
+        EXPECT_EQ(invocation.verb, test.verb);
+        EXPECT_EQ(invocation.args, test.request_args) << invocation.args.dump();
+    }
+    EXPECT_EQ(parse({"policy", "push", "-"}).policy_file, "-");
+    EXPECT_TRUE(parse({"policy", "show", "--source"}).show_source);
+    EXPECT_TRUE(parse({"policy", "rollback", "--dry-run"}).dry_run);
+}
+
+TEST(SluicectlArgs, UsageErrorsSayWhatIsWrong) {
+    const std::pair<std::vector<std::string>, std::string> cases[] = {
+        {{}, "missing command (commands: status, attach, detach, policy, stats; sluicectl --help lists them)"},
+        {{"frobnicate"},
+         "unknown command \"frobnicate\" (commands: status, attach, detach, policy, stats; sluicectl --help lists "
+         "them)"},
+        {{"policy", "push"}, "policy push: missing FILE"},
+        {{"policy", "push", "p.toml", "--if-version", "x"}, "--if-version: \"x\" is not a number"},
+        {{"policy", "push", "p.toml", "--if-version", "-1"}, "--if-version: \"-1\" is not a number"},
+        {{"policy", "push", "p.toml", "--if-version"}, "policy push: --if-version needs a value"},
+        {{"policy", "push", "p.toml", "--if-version", "99999999999999999999"},
+         "--if-version: \"99999999999999999999\" is too large"},
+        {{"policy", "push", "a.toml", "b.toml"}, "policy push: unexpected argument \"b.toml\""},
+        {{"policy", "push", "p.toml", "--dry-run=yes"}, "policy push: --dry-run takes no value"},
+        {{"policy"}, "policy: missing what to do (push, show, history, rollback, diff)"},
+        {{"policy", "apply"}, "policy: unknown verb \"apply\" (push, show, history, rollback, diff)"},
+        {{"policy", "show", "latest"}, "policy show: N: \"latest\" is not a number"},
+        {{"policy", "diff", "1"}, "policy diff: missing B"},
+        {{"policy", "diff"}, "policy diff: missing A and B"},
+        {{"policy", "diff", "1", "x"}, "policy diff: B: \"x\" is not a number"},
+        {{"policy", "rollback", "--to", "two"}, "--to: \"two\" is not a number"},
+        {{"attach"}, "attach: missing IFNAME"},
+        {{"attach", "sl0", "--mode", "fast"}, "attach: --mode: \"fast\" is neither native nor generic"},
+        {{"detach", "sl0", "sl1"}, "detach: unexpected argument \"sl1\""},
+        {{"status", "--json"}, "status: unknown option --json (global options go before the command)"},
+        {{"status", "now"}, "status: unexpected argument \"now\""},
+        {{"--timeout", "soon", "status"}, "--timeout: \"soon\" is not a number"},
+        {{"--timeout", "100000000", "status"},
+         "--timeout: 100000000 ms is more than a day (86400000); 0 waits forever"},
+        {{"--socket"}, "--socket needs a PATH"},
+        {{"--verbose", "status"},
+         "unknown option --verbose (options before the command: --socket PATH, --json, --timeout MS, --help, "
+         "--version)"},
+    };
+    for (const auto& [args, expected] : cases) {
+        const Invocation invocation = parse(args);
+        EXPECT_EQ(invocation.usage_error, expected) << (args.empty() ? "" : args[0]);
+    }
+    const Invocation overlong = parse({"--socket", std::string(200, 'x'), "status"});
+    EXPECT_NE(overlong.usage_error.find("--socket: control socket path"), std::string::npos) << overlong.usage_error;
+    const Invocation overlong_env = parse({"status"}, std::string(200, 'x').c_str());
+    EXPECT_EQ(overlong_env.usage_error.rfind("$SLUICE_SOCKET: ", 0), 0U) << overlong_env.usage_error;
+    // --json before the error still shapes it.
+    EXPECT_TRUE(parse({"--json", "nonsense"}).global.json);
+}
+
+TEST(SluicectlArgs, HelpAndVersionWinAnywhere) {
+    EXPECT_EQ(parse({"--help"}).action, Invocation::Action::help);
+    EXPECT_EQ(parse({"-h", "nonsense"}).action, Invocation::Action::help);
+    EXPECT_EQ(parse({"policy", "push", "--help"}).action, Invocation::Action::help);
+    EXPECT_EQ(parse({"policy", "--help"}).action, Invocation::Action::help);
+    EXPECT_EQ(parse({"--version"}).action, Invocation::Action::version);
+}
+
+TEST(SluicectlArgs, UsageListsEveryCommandOnOneLine) {
+    const std::string usage = usage_text();
+    for (const char* synopsis :
+         {"\n  status ", "\n  attach IFNAME [--mode native|generic] ", "\n  detach IFNAME ",
+          "\n  policy push FILE|- [--if-version N] [--dry-run] ", "\n  policy show [N] [--source] ",
+          "\n  policy history ", "\n  policy rollback [--to N] [--dry-run] ", "\n  policy diff A B ", "\n  stats "}) {
+        EXPECT_NE(usage.find(synopsis), std::string::npos) << synopsis;
+    }
+    for (const char* option :
+         {"--socket PATH", "--json", "--timeout MS", "-h, --help", "--version", "$SLUICE_SOCKET"}) {
+        EXPECT_NE(usage.find(option), std::string::npos) << option;
+    }
+    std::istringstream lines(usage);
+    for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100U) << line;
+}
+
+// ---- human output ----------------------------------------------------------
+
+TEST(SluicectlOutput, RatesAreShortAndNeverShowFourDigitsBeforeASuffix) {
+    const std::pair<double, const char*> cases[] = {
+        {0, "0"},
+        {0.44, "0.4"},
+        {3, "3"},
+        {9.96, "10"},
+        {950, "950"},
+        {999.4, "999"},
+        {999.6, "1k"},
+        {1200, "1.2k"},
+        {34'000, "34k"},
+        {99'960, "100k"},
+        {123'456, "123k"},
+        {3'400'000, "3.4M"},
+        {999'700'000, "1G"},
+        {1.2e14, "120T"},
+        {-1, "-"},
+    };
+    for (const auto& [rate, expected] : cases) EXPECT_EQ(human_rate(rate), expected) << rate;
+}
+
+TEST(SluicectlOutput, TimesAndDurations) {
+    EXPECT_EQ(utc_time(0), "1970-01-01T00:00:00Z");
+    EXPECT_EQ(utc_time(1796218554), "2026-12-02T13:35:54Z");
+    EXPECT_EQ(human_duration(12.7), "12s");
+    EXPECT_EQ(human_duration(303), "5m 3s");
+    EXPECT_EQ(human_duration(7500), "2h 5m");
+    EXPECT_EQ(human_duration(3 * 86400 + 4 * 3600 + 59), "3d 4h");
+}
+
+TEST(SluicectlOutput, TableAlignsColumnsAndTrimsTrailingBlanks) {
+    Table table({"NAME", "COUNT", "NOTE"}, {Table::Align::left, Table::Align::right});
+    table.add_row({"a", "5", ""});
+    table.add_row({"longer", "12345", "x"});
+    EXPECT_EQ(table.render(),
+              "NAME    COUNT  NOTE\n"
+              "a           5\n"
+              "longer  12345  x\n");
+}
+
+json status_result() {
+    return json::parse(R"({
+      "daemon": {"pid": 4242, "version": "0.1.0", "started_unix_s": 1796210000, "uptime_s": 7500.4,
+                 "socket": "/run/sluice/sluiced.sock", "state_dir": "/var/lib/sluice", "bpffs_dir": "/sys/fs/bpf/sluice"},
+      "policy": {"version": 7, "sha256": "0123456789abcdef0123", "origin": "push", "applied_unix_s": 1796218554},
+      "interfaces": [
+        {"name": "sl0", "ifindex": 5, "mode": "native", "active_version": 7, "pin_dir": "/sys/fs/bpf/sluice/sl0",
+         "sources_per_cpu": 12, "sources_shared": 3, "source_capacity": 262144},
+        {"name": "uplink1", "ifindex": 6, "mode": "generic", "active_version": 0, "pin_dir": "/sys/fs/bpf/sluice/uplink1",
+         "sources_per_cpu": 0, "sources_shared": 0, "source_capacity": 262144}],
+      "unprotected": ["eth0", "eth1"]})");
+}
+
+TEST(SluicectlOutput, Status) {
+    EXPECT_EQ(format_status(status_result()),
+              "daemon: pid 4242, version 0.1.0, up 2h 5m, socket /run/sluice/sluiced.sock\n"
+              "policy: version 7, sha256 0123456789ab, origin push, applied 2026-12-02T13:35:54Z\n"
+              "\n"
+              "NAME     MODE     VERSION  SOURCES(per-cpu/shared)/CAPACITY  PIN\n"
+              "sl0      native   7        12/3/262144                       /sys/fs/bpf/sluice/sl0\n"
+              "uplink1  generic  -        0/0/262144                        /sys/fs/bpf/sluice/uplink1\n"
+              "unprotected: eth0, eth1 (UP without Sluice)\n");
+
+    json bare = status_result();
+    bare["policy"] = nullptr;
+    bare["interfaces"] = json::array();
+    bare["unprotected"] = json::array();
+    EXPECT_EQ(format_status(bare),
+              "daemon: pid 4242, version 0.1.0, up 2h 5m, socket /run/sluice/sluiced.sock\n"
+              "policy: none yet (sluicectl policy push FILE)\n"
+              "interfaces: none attached (sluicectl attach IFNAME)\n");
+}
+
+TEST(SluicectlOutput, MissingOrMistypedFieldsPrintAsDashes) {
+    EXPECT_EQ(format_status(json::object()),
+              "daemon: pid -, version -, up 0s, socket -\n"
+              "policy: none yet (sluicectl policy push FILE)\n"
+              "interfaces: none attached (sluicectl attach IFNAME)\n");
+    EXPECT_EQ(format_attach(json{{"interface", "sl0"}, {"ifindex", "five"}}),
+              "attached sl0 (ifindex five, - mode, policy version -)\n");
+    EXPECT_EQ(format_stats(json::array()), "no interfaces attached (sluicectl attach IFNAME)\n");
+    EXPECT_EQ(format_stats(json{{"interfaces", {{{"name", "sl0"}, {"active_version", 2}}}}}),
+              "sl0: policy version 2, rates not sampled yet\n"
+              "CLASS  PASS/s  DROP/s  PASS_PKTS  DROP_PKTS  TOP-DROP-REASON\n");
+}
+
+TEST(SluicectlOutput, HistoryMarksTheCurrentVersion) {
+    const json history = json::parse(R"({"current": 2, "versions": [
+        {"version": 1, "sha256": "aaaaaaaaaaaaaaaaaaaa", "origin": "push", "applied_unix_s": 1796218000},
+        {"version": 2, "sha256": "bbbbbbbbbbbbbbbbbbbb", "origin": "rollback of 1", "applied_unix_s": 1796218554},
+        {"version": 10, "sha256": "cccccccccccccccccccc", "origin": "reload", "applied_unix_s": 1796218600}]})");
+    EXPECT_EQ(format_history(history),
+              "  VERSION  APPLIED               SHA256        ORIGIN\n"
+              "  1        2026-12-02T13:26:40Z  aaaaaaaaaaaa  push\n"
+              "* 2        2026-12-02T13:35:54Z  bbbbbbbbbbbb  rollback of 1\n"
+              "  10       2026-12-02T13:36:40Z  cccccccccccc  reload\n");
+    EXPECT_EQ(format_history(json{{"current", nullptr}, {"versions", json::array()}}),
+              "no policy versions yet (sluicectl policy push FILE)\n");
+}
+
+TEST(SluicectlOutput, PushRollbackAndDryRun) {
+    json outcome = {{"version", 8},
+                    {"sha256", "fedcba9876543210"},
+                    {"origin", "push"},
+                    {"applied", true},
+                    {"diff", "--- version 7\n+++ version 8\n-a = 1\n+a = 2"}};
+    EXPECT_EQ(format_push(outcome, false),
+              "applied version 8 (sha256 fedcba987654)\n--- version 7\n+++ version 8\n-a = 1\n+a = 2\n");
+    outcome["applied"] = false;
+    EXPECT_EQ(format_push(outcome, true),
+              "dry run: would apply version 8 (sha256 fedcba987654)\n--- version 7\n+++ version 8\n-a = 1\n+a = 2\n");
+    outcome["diff"] = "";
+    EXPECT_EQ(format_push(outcome, true), "dry run: would apply version 8 (sha256 fedcba987654)\nno change\n");
+}
+
+TEST(SluicectlOutput, ShowPrintsThePolicyTextItself) {
+    const json shown = {{"version", 3}, {"canonical", "[defaults]\nunit = \"packets\"\n"}, {"source", "# mine\n"}};
+    EXPECT_EQ(format_policy_show(shown, false).value(), "[defaults]\nunit = \"packets\"\n");
+    EXPECT_EQ(format_policy_show(shown, true).value(), "# mine\n");
+    EXPECT_FALSE(format_policy_show(json::object(), false).ok());
+}
+
+TEST(SluicectlOutput, DiffOrNoDifference) {
+    EXPECT_EQ(format_diff(json{{"from", 1}, {"to", 2}, {"diff", "-x\n+y\n"}}), "-x\n+y\n");
+    EXPECT_EQ(format_diff(json{{"from", 1}, {"to", 2}, {"diff", ""}}),
+              "no difference between version 1 and version 2\n");
+}
+
+TEST(SluicectlOutput, StatsTablePerInterfaceWithNonZeroFooter) {
+    const json stats = json::parse(R"({"interval_s": 1.002, "interfaces": [
+      {"name": "sl0", "active_version": 7,
+       "classes": [
+         {"id": 0, "name": "unclassified", "pass_packets": 12, "drop_packets": 0, "pass_pps": 0, "drop_pps": 0,
+          "drops_by_reason": {"source": 0, "malformed": 0}},
+         {"id": 1, "name": "web", "pass_packets": 123456, "drop_packets": 9876543, "pass_pps": 1234.5,
+          "drop_pps": 3400000, "drops_by_reason": {"source": 9000000, "class": 876543, "global": 0}}],
+       "stats": {"no_policy": 12, "source_inserts": 345, "drop_events_lost": 0}},
+      {"name": "sl1", "active_version": 7, "classes": [], "stats": {}}]})");
+    EXPECT_EQ(format_stats(stats),
+              "sl0: policy version 7, rates over the last 1.0 s\n"
+              "CLASS         PASS/s  DROP/s  PASS_PKTS  DROP_PKTS  TOP-DROP-REASON\n"
+              "unclassified       0       0         12          0  -\n"
+              "web             1.2k    3.4M     123456    9876543  source\n"
+              "stats: no_policy=12 source_inserts=345\n"
+              "\n"
+              "sl1: policy version 7, rates over the last 1.0 s\n"
+              "CLASS  PASS/s  DROP/s  PASS_PKTS  DROP_PKTS  TOP-DROP-REASON\n");
+}
+
+// ---- end to end against a control socket -----------------------------------
+
+TEST(SluicectlExit, CodesFollowTheSpec) {
+    EXPECT_EQ(exit_status_for(ControlErrorCode::invalid), 1);
+    EXPECT_EQ(exit_status_for(ControlErrorCode::internal), 1);
+    EXPECT_EQ(exit_status_for(ControlErrorCode::unknown_verb), 1);
+    EXPECT_EQ(exit_status_for(ControlErrorCode::too_large), 1);
+    EXPECT_EQ(exit_status_for(ControlErrorCode::timeout), 3);
+    EXPECT_EQ(exit_status_for(ControlErrorCode::permission_denied), 4);
+    EXPECT_EQ(exit_status_for(ControlErrorCode::conflict), 5);
+}
+
+class SluicectlRun : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        char pattern[] = "/tmp/sluicectl-test-XXXXXX";
+        ASSERT_NE(::mkdtemp(pattern), nullptr);
+        dir_ = pattern;
+        socket_ = dir_ + "/sluiced.sock";
+    }
+
+    void TearDown() override {
+        stop();
+        std::error_code ignored;
+        std::filesystem::remove_all(dir_, ignored);
+    }
+
+    // A server answering like sluiced; every request's args are recorded.
+    void start(std::function<bool(const Peer&)> authorize = nullptr) {
+        ControlServerOptions options;
+        options.socket_path = socket_;
+        options.authorize = std::move(authorize);
+        Result<ControlServer> listening = ControlServer::listen(options);
+        ASSERT_TRUE(listening.ok()) << listening.error().message;
+        server_ = std::make_unique<ControlServer>(std::move(listening.value()));
+        const auto recorded = [this](std::string verb, Result<json> answer) {
+            return [this, verb, answer](const json& args, const Peer&) -> Result<json> {
+                const std::lock_guard lock(mutex_);
+                requests_.push_back({{"verb", verb}, {"args", args}});
+                return answer;
+            };
+        };
+        server_->handle("status", recorded("status", status_result()));
+        server_->handle("policy.push", [this](const json& args, const Peer&) -> Result<json> {
+            {
+                const std::lock_guard lock(mutex_);
+                requests_.push_back({{"verb", "policy.push"}, {"args", args}});
+            }
+            const std::string text = args.value("text", "");
+            if (text.find("rate = -1") != std::string::npos) {
+                return control_error(
+                    ControlErrorCode::invalid,
+                    args.value("path", "") + ":3:8: class \"web\".per_source.rate: rate must be at least 1",
+                    "class \"web\".per_source.rate");
+            }
+            if (args.contains("if_version") && args["if_version"] != 7) {
+                return control_error(ControlErrorCode::conflict,
+                                     "current version is 7, not " + args["if_version"].dump());
+            }
+            return json{{"version", 8},
+                        {"sha256", "fedcba9876543210"},
+                        {"origin", "push"},
+                        {"applied", !args.value("dry_run", false)},
+                        {"diff", "-a\n+b\n"}};
+        });
+        server_->handle("policy.show", recorded("policy.show", control_error(ControlErrorCode::internal,
+                                                                             "cannot read version 3: disk on fire")));
+        thread_ = std::thread([server = server_.get()] {
+            while (!server->stopped()) {
+                if (!server->run_once(1000).ok()) return;
+            }
+        });
+    }
+
+    void stop() {
+        if (server_) server_->stop();
+        if (thread_.joinable()) thread_.join();
+        server_.reset();
+    }
+
+    struct Outcome {
+        int status;
+        std::string out;
+        std::string err;
+    };
+
+    Outcome run(std::vector<std::string> args, const std::string& stdin_text = "") {
+        std::istringstream in(stdin_text);
+        std::ostringstream out, err;
+        const int status = run_sluicectl(args, socket_.c_str(), in, out, err);
+        return {status, out.str(), err.str()};
+    }
+
+    json requests() {
+        const std::lock_guard lock(mutex_);
+        return requests_;
+    }
+
+    std::string write_file(const std::string& name, const std::string& text) {
+        const std::string path = dir_ + "/" + name;
+        std::ofstream(path) << text;
+        return path;
+    }
+
+    std::string dir_;
+    std::string socket_;
+    std::unique_ptr<ControlServer> server_;
+    std::thread thread_;
+    std::mutex mutex_;
+    json requests_ = json::array();
+};
+
+TEST_F(SluicectlRun, StatusHumanAndJson) {
+    start();
+    const Outcome human = run({"status"});
+    EXPECT_EQ(human.status, 0) << human.err;
+    EXPECT_EQ(human.out, format_status(status_result()));
+    EXPECT_EQ(human.err, "");
+
+    const Outcome as_json = run({"--json", "status"});
+    EXPECT_EQ(as_json.status, 0) << as_json.err;
+    EXPECT_EQ(json::parse(as_json.out), status_result());
+    EXPECT_EQ(std::count(as_json.out.begin(), as_json.out.end(), '\n'), 1) << "one document, one line";
+}
+
+TEST_F(SluicectlRun, PushSendsTheFileAsGivenAndPrintsTheDiff) {
+    start();
+    const std::string file = write_file("p.toml", "[defaults]\nunit = \"packets\"\n");
+    const Outcome pushed = run({"policy", "push", "--if-version", "7", file});
+    EXPECT_EQ(pushed.status, 0) << pushed.err;
+    EXPECT_EQ(pushed.out, "applied version 8 (sha256 fedcba987654)\n-a\n+b\n");
+    const json sent = requests().back();
+    EXPECT_EQ(sent["verb"], "policy.push");
+    EXPECT_EQ(
+        sent["args"],
+        (json{{"text", "[defaults]\nunit = \"packets\"\n"}, {"path", file}, {"if_version", 7}, {"dry_run", false}}));
+
+    const Outcome dry = run({"policy", "push", "--dry-run", "-"}, "from stdin\n");
+    EXPECT_EQ(dry.status, 0) << dry.err;
+    EXPECT_EQ(dry.out, "dry run: would apply version 8 (sha256 fedcba987654)\n-a\n+b\n");
+    EXPECT_EQ(requests().back()["args"], (json{{"text", "from stdin\n"}, {"path", "<stdin>"}, {"dry_run", true}}));
+}
+
+TEST_F(SluicectlRun, PolicyErrorIsPrintedVerbatimAndExitsOne) {
+    start();
+    const std::string file = write_file("bad.toml", "[[class]]\nname = \"web\"\nrate = -1\n");
+    const Outcome refused = run({"policy", "push", file});
+    EXPECT_EQ(refused.status, 1);
+    EXPECT_EQ(refused.out, "");
+    EXPECT_EQ(refused.err, "sluicectl: " + file + ":3:8: class \"web\".per_source.rate: rate must be at least 1\n");
+
+    const Outcome as_json = run({"--json", "policy", "push", file});
+    EXPECT_EQ(as_json.status, 1);
+    EXPECT_EQ(json::parse(as_json.out),
+              (json{{"error",
+                     {{"code", "invalid"},
+                      {"message", file + ":3:8: class \"web\".per_source.rate: rate must be at least 1"},
+                      {"setting", "class \"web\".per_source.rate"}}}}));
+    EXPECT_EQ(as_json.err, refused.err);
+}
+
+TEST_F(SluicectlRun, ConflictExitsFive) {
+    start();
+    const std::string file = write_file("p.toml", "x = 1\n");
+    const Outcome lost = run({"policy", "push", "--if-version", "6", file});
+    EXPECT_EQ(lost.status, 5);
+    EXPECT_EQ(lost.err, "sluicectl: current version is 7, not 6\n");
+}
+
+TEST_F(SluicectlRun, InternalErrorExitsOne) {
+    start();
+    const Outcome failed = run({"--json", "policy", "show", "3"});
+    EXPECT_EQ(failed.status, 1);
+    EXPECT_EQ(json::parse(failed.out)["error"]["code"], "internal");
+    EXPECT_EQ(failed.err, "sluicectl: cannot read version 3: disk on fire\n");
+}
+
+TEST_F(SluicectlRun, UnknownVerbFromAnOlderDaemonExitsOne) {
+    start();
+    const Outcome old = run({"stats"});
+    EXPECT_EQ(old.status, 1);
+    EXPECT_NE(old.err.find("stats"), std::string::npos) << old.err;
+}
+
+TEST_F(SluicectlRun, MissingFileIsALocalErrorNamingIt) {
+    start();
+    const std::string missing = dir_ + "/nope.toml";
+    const Outcome outcome = run({"policy", "push", missing});
+    EXPECT_EQ(outcome.status, 1);
+    EXPECT_EQ(outcome.err, "sluicectl: cannot read policy file " + missing + ": No such file or directory (errno 2)\n");
+    EXPECT_TRUE(requests().empty()) << "nothing is sent";
+}
+
+TEST_F(SluicectlRun, NotRunningExitsThreeAndSaysHowToStart) {
+    const Outcome outcome = run({"--json", "status"});
+    EXPECT_EQ(outcome.status, 3);
+    EXPECT_NE(outcome.err.find("sluiced is not running"), std::string::npos) << outcome.err;
+    EXPECT_NE(outcome.err.find("sluiced --config"), std::string::npos) << outcome.err;
+    EXPECT_EQ(json::parse(outcome.out)["error"]["code"], "unreachable");
+}
+
+TEST_F(SluicectlRun, DaemonThatDoesNotAnswerTimesOutWithThree) {
+    // Listening but never driven: the connect succeeds, the answer never comes.
+    ControlServerOptions options;
+    options.socket_path = socket_;
+    Result<ControlServer> idle = ControlServer::listen(options);
+    ASSERT_TRUE(idle.ok()) << idle.error().message;
+    const Outcome outcome = run({"--timeout", "100", "status"});
+    EXPECT_EQ(outcome.status, 3);
+    EXPECT_NE(outcome.err.find("timed out after 100 ms"), std::string::npos) << outcome.err;
+}
+
+TEST_F(SluicectlRun, PeerRefusedByTheDaemonExitsFour) {
+    start([](const Peer&) { return false; });
+    const Outcome outcome = run({"status"});
+    EXPECT_EQ(outcome.status, 4) << outcome.err;
+}
+
+TEST_F(SluicectlRun, UsageErrorExitsTwoAndIsJsonWithJson) {
+    const Outcome outcome = run({"--json", "policy", "push"});
+    EXPECT_EQ(outcome.status, 2);
+    EXPECT_EQ(outcome.err, "sluicectl: policy push: missing FILE\n");
+    EXPECT_EQ(json::parse(outcome.out),
+              (json{{"error", {{"code", "usage"}, {"message", "policy push: missing FILE"}, {"setting", ""}}}}));
+}
+
+TEST_F(SluicectlRun, HelpAndVersionPrintToStdout) {
+    const Outcome help = run({"--help"});
+    EXPECT_EQ(help.status, 0);
+    EXPECT_EQ(help.out, usage_text());
+    const Outcome version = run({"--version"});
+    EXPECT_EQ(version.status, 0);
+    EXPECT_EQ(version.out.rfind("sluicectl ", 0), 0U) << version.out;
+}
+
+}  // namespace
+}  // namespace sluice::cli
