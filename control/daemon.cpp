@@ -35,11 +35,23 @@ constexpr auto kSampleInterval = std::chrono::seconds(1);
 constexpr auto kCollectInterval = std::chrono::seconds(10);
 constexpr std::string_view kBpffsRoot = "/sys/fs/bpf";
 constexpr std::string_view kUnclassified = "unclassified";
+constexpr size_t kDefaultTopSources = 20;
+constexpr size_t kMaxTopSources = 1000;
 
 uint64_t monotonic_ns() {
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
     return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(now.tv_nsec);
+}
+
+double monotonic_s() { return static_cast<double>(monotonic_ns()) / 1e9; }
+
+// The kernel's run-time statistics of a program: (ns spent, runs).
+std::pair<uint64_t, uint64_t> program_run_stats(int program_fd) {
+    bpf_prog_info info{};
+    __u32 length = sizeof(info);
+    if (bpf_obj_get_info_by_fd(program_fd, &info, &length) != 0) return {0, 0};
+    return {info.run_time_ns, info.run_cnt};
 }
 
 bool on_bpffs(const std::string& path) {
@@ -207,12 +219,26 @@ Result<std::unique_ptr<Daemon>> Daemon::start(DaemonConfig config) {
         new Daemon(std::move(config), std::move(policy), std::move(server.value()), static_cast<uint32_t>(cpus)));
     daemon->register_handlers();
 
+    daemon->bpf_stats_ = UniqueFd(bpf_enable_stats(BPF_STATS_RUN_TIME));
+    if (daemon->bpf_stats_.get() < 0)
+        log(LogLevel::warn, "BPF run-time statistics unavailable; decision cost will read 0",
+            {{"error", std::strerror(errno)}});
+    if (!daemon->config_.metrics_address.empty()) {
+        auto metrics = MetricsEndpoint::serve(daemon->config_.metrics_address);
+        if (!metrics) return metrics.error();
+        daemon->metrics_ = std::move(metrics.value());
+        log(LogLevel::info, "serving metrics",
+            {{"address", daemon->config_.metrics_address}, {"port", std::to_string(daemon->metrics_->port())}});
+    }
+
     if (auto status = daemon->adopt_pinned_interfaces(); !status) return status.error();
     if (auto status = daemon->policy_->reconcile(); !status)
         log(LogLevel::error, "an interface does not run the current policy", {{"error", status.error().message}});
     if (!daemon->config_.policy_file.empty()) daemon->reload_policy_file();
     if (auto status = daemon->attach_configured_interfaces(); !status) return status.error();
 
+    daemon->sample_counters();
+    daemon->publish_metrics();
     const auto current = daemon->policy_->current();
     log(LogLevel::info, "ready",
         {{"socket", daemon->config_.socket},
@@ -334,6 +360,7 @@ void Daemon::reload_policy_file() {
         return;
     }
     auto changed = policy_->reload_if_changed(text.value(), config_.policy_file);
+    if (!changed || changed.value()) count_push(changed.ok());
     if (!changed) {
         log(LogLevel::error, "policy file refused; the running policy stays", {{"error", changed.error().message}});
     } else if (changed.value()) {
@@ -357,6 +384,7 @@ void Daemon::sample_counters() {
         }
         sample.counters = std::move(counters.value());
         sample.stats = stats.value();
+        std::tie(sample.run_time_ns, sample.run_count) = program_run_stats(interface->dataplane->program_fd());
         interface->previous = std::move(interface->latest);
         interface->latest = std::move(sample);
     }
@@ -375,6 +403,57 @@ void Daemon::collect_idle_sources() {
     }
 }
 
+void Daemon::count_push(bool accepted) { (accepted ? pushes_accepted_ : pushes_rejected_)++; }
+
+void Daemon::drain_drop_events() {
+    const double now = monotonic_s();
+    for (auto& [name, interface] : interfaces_) {
+        HotSources& hot = interface->hot_sources;
+        auto drained = interface->dataplane->drain_events(
+            [&](const sluice_drop_event& event) { hot.add(event.source, static_cast<double>(event.weight), now); });
+        if (!drained)
+            log(LogLevel::warn, "cannot read drop events", {{"interface", name}, {"error", drained.error().message}});
+    }
+}
+
+void Daemon::publish_metrics() {
+    if (!metrics_) return;
+    DaemonSnapshot snapshot;
+    snapshot.version = SLUICE_VERSION;
+    snapshot.start_time_s = static_cast<double>(started_unix_s_);
+    snapshot.uptime_s = std::chrono::duration<double>(Clock::now() - started_).count();
+    if (const auto current = policy_->current()) {
+        snapshot.policy_version = current->version;
+        snapshot.policy_sha256 = current->sha256;
+    }
+    snapshot.pushes_accepted = pushes_accepted_;
+    snapshot.pushes_rejected = pushes_rejected_;
+    snapshot.bpf_stats_enabled = bpf_stats_.get() >= 0;
+    snapshot.requests = server_.counts();
+    snapshot.class_names = class_names();
+    const double now = monotonic_s();
+    for (const auto& [name, interface] : interfaces_) {
+        if (!interface->latest) continue;
+        InterfaceSnapshot entry;
+        entry.name = name;
+        const CounterSample& sample = *interface->latest;
+        entry.counters = sample.counters;
+        entry.stats = sample.stats;
+        entry.run_time_ns = sample.run_time_ns;
+        entry.run_count = sample.run_count;
+        entry.syscall_errors = interface->dataplane->syscall_errors();
+        entry.source_capacity = config_.source_capacity;
+        if (auto version = interface->dataplane->active_version()) entry.active_version = version.value();
+        if (auto sources = interface->dataplane->source_counts()) {
+            entry.sources_per_cpu = sources.value().first;
+            entry.sources_shared = sources.value().second;
+        }
+        entry.hot_sources = interface->hot_sources.top(kHotSourcesExported, now);
+        snapshot.interfaces.push_back(std::move(entry));
+    }
+    metrics_->publish(build_metric_families(snapshot));
+}
+
 Status Daemon::run(DaemonSignals& signals) {
     while (!signals.stop.load()) {
         if (auto status = server_.run_once(kPollTimeoutMs); !status) return status;
@@ -382,9 +461,11 @@ Status Daemon::run(DaemonSignals& signals) {
             log(LogLevel::info, "SIGHUP: reloading the policy file");
             reload_policy_file();
         }
+        drain_drop_events();
         const auto now = Clock::now();
         if (now - last_sample_ >= kSampleInterval) {
             sample_counters();
+            publish_metrics();
             last_sample_ = now;
         }
         if (now - last_collect_ >= kCollectInterval) {
@@ -527,15 +608,59 @@ Result<json> Daemon::stats_json() {
         json health = json::object();
         for (uint32_t stat = 0; stat < SLUICE_STAT_COUNT; stat++)
             health[std::string(stat_label(stat))] = stats.value()[stat];
+        double decision_ns = 0, decisions_per_second = 0;
+        if (have_rates && dt > 0) {
+            const uint64_t runs = interface->latest->run_count - interface->previous->run_count;
+            const uint64_t spent = interface->latest->run_time_ns - interface->previous->run_time_ns;
+            decisions_per_second = static_cast<double>(runs) / dt;
+            if (runs > 0) decision_ns = static_cast<double>(spent) / static_cast<double>(runs);
+        }
         interfaces.push_back({{"name", name},
                               {"active_version", version.value()},
+                              {"decision_ns", decision_ns},
+                              {"decisions_per_second", decisions_per_second},
                               {"classes", std::move(classes)},
                               {"stats", std::move(health)}});
     }
     return json{{"interval_s", interval_s}, {"interfaces", std::move(interfaces)}};
 }
 
+Result<json> Daemon::top_json(const json& args) {
+    auto wanted = version_arg(args, "n");
+    if (!wanted) return wanted.error();
+    const size_t n = wanted.value() ? static_cast<size_t>(*wanted.value()) : kDefaultTopSources;
+    if (n == 0 || n > kMaxTopSources)
+        return control_error(ControlErrorCode::bad_request,
+                             "argument \"n\" must be in 1.." + std::to_string(kMaxTopSources), "n");
+    const auto names = class_names();
+    const double now = monotonic_s();
+    double total = 0;
+    std::vector<std::pair<double, json>> ranked;
+    for (const auto& [name, interface] : interfaces_) {
+        total += interface->hot_sources.total_drops_per_second(now);
+        for (const HotSource& source : interface->hot_sources.top(n, now)) {
+            ranked.emplace_back(source.drops_per_second, json{{"interface", name},
+                                                              {"source", source_address(source.key)},
+                                                              {"class", class_label(names, source.key.class_id)},
+                                                              {"class_id", source.key.class_id},
+                                                              {"drops_per_second", source.drops_per_second},
+                                                              {"error_per_second", source.error_per_second}});
+        }
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    json sources = json::array();
+    for (auto& [rate, entry] : ranked) {
+        if (sources.size() == n) break;
+        // The share of all drops on every interface, not only the entry's own.
+        entry["share"] = total > 0 ? rate / total : 0.0;
+        sources.push_back(std::move(entry));
+    }
+    return json{
+        {"total_drops_per_second", total}, {"tau_s", HotSources::kDefaultTauSeconds}, {"sources", std::move(sources)}};
+}
+
 void Daemon::register_handlers() {
+    server_.handle("top", [this](const json& args, const Peer&) { return top_json(args); });
     server_.handle("status", [this](const json&, const Peer&) { return status_json(); });
     server_.handle("stats", [this](const json&, const Peer&) { return stats_json(); });
 
@@ -578,15 +703,18 @@ void Daemon::register_handlers() {
         if (if_version.value()) {
             const auto current = policy_->current();
             const uint64_t current_version = current ? current->version : 0;
-            if (*if_version.value() != current_version)
+            if (*if_version.value() != current_version) {
+                if (!dry_run.value()) count_push(false);
                 return control_error(ControlErrorCode::conflict,
                                      "the current policy version is " + std::to_string(current_version) + ", not " +
                                          std::to_string(*if_version.value()) +
                                          " (another push came first; review it and retry)",
                                      "if_version");
+            }
         }
         auto pushed = policy_->push(text.value(), path.value(), if_version.value(), dry_run.value(),
                                     "push by uid " + std::to_string(peer.uid));
+        if (!dry_run.value()) count_push(pushed.ok());
         if (!pushed) {
             log(LogLevel::warn, "policy push refused", {{"error", pushed.error().message}});
             return as_invalid(pushed.error());
@@ -604,6 +732,7 @@ void Daemon::register_handlers() {
         if (!to) return to.error();
         if (!dry_run) return dry_run.error();
         auto pushed = policy_->rollback(to.value(), dry_run.value());
+        if (!dry_run.value()) count_push(pushed.ok());
         if (!pushed) return as_invalid(pushed.error());
         if (pushed.value().applied)
             log(LogLevel::info, "policy rolled back",

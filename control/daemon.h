@@ -26,6 +26,8 @@
 
 #include "control_server.h"
 #include "daemon_config.h"
+#include "hot_sources.h"
+#include "metrics.h"
 #include "policy_service.h"
 #include "result.h"
 #include "xdp_dataplane.h"
@@ -55,6 +57,7 @@ class Daemon {
         Clock::time_point at{};
         std::vector<sluice_counter> counters;
         std::array<uint64_t, SLUICE_STAT_COUNT> stats{};
+        uint64_t run_time_ns = 0, run_count = 0;  // BPF run-time statistics of the program
     };
 
     struct Interface {
@@ -65,6 +68,7 @@ class Daemon {
         std::unique_ptr<XdpDataplane> dataplane;
         // The two latest periodic samples: rates are their difference.
         std::optional<CounterSample> previous, latest;
+        HotSources hot_sources;
     };
 
     Daemon(DaemonConfig config, std::unique_ptr<PolicyService> policy, ControlServer server, uint32_t cpus);
@@ -76,11 +80,15 @@ class Daemon {
     Status detach_interface(const std::string& name);
     void reload_policy_file();
     void sample_counters();
+    void drain_drop_events();
+    void publish_metrics();
+    void count_push(bool accepted);
     void collect_idle_sources();
     void register_handlers();
 
     Result<nlohmann::json> status_json();
     Result<nlohmann::json> stats_json();
+    Result<nlohmann::json> top_json(const nlohmann::json& args);
     std::vector<std::string> unprotected_interfaces() const;
     std::map<uint32_t, std::string> class_names() const;
 
@@ -92,6 +100,11 @@ class Daemon {
     Clock::time_point started_ = Clock::now();
     int64_t started_unix_s_ = 0;
     Clock::time_point last_sample_{}, last_collect_{};
+    // Keeps the kernel's BPF run-time statistics on while sluiced runs; they
+    // go off again when it closes, so nothing is left behind.
+    UniqueFd bpf_stats_;
+    std::unique_ptr<MetricsEndpoint> metrics_;
+    uint64_t pushes_accepted_ = 0, pushes_rejected_ = 0;
 };
 
 // Sends a state line ("READY=1", "STOPPING=1") to systemd when it started us

@@ -12,6 +12,9 @@ packages=(
   clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev linux-libc-dev
   # libraries
   libtomlplusplus-dev nlohmann-json3-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  prometheus-cpp-dev
+  # the metrics test scrapes sluiced with a real Prometheus and lints with promtool
+  prometheus
 )
 
 missing=()

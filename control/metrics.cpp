@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "metrics.h"
+
+#include <arpa/inet.h>
+
+#include <prometheus/exposer.h>
+
+#include <exception>
+#include <utility>
+
+#include "labels.h"
+
+namespace sluice {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+using Labels = std::vector<ClientMetric::Label>;
+
+constexpr std::string_view kSyscallOpLabels[] = {"load", "map_lookup", "map_update", "map_delete",
+                                                 "link", "pin",        "ring_buffer"};
+static_assert(std::size(kSyscallOpLabels) == static_cast<size_t>(SyscallOp::count), "one label per SyscallOp");
+
+MetricFamily family(std::string name, std::string help, MetricType type) {
+    return MetricFamily{std::move(name), std::move(help), type, {}};
+}
+
+void add(MetricFamily& family, Labels labels, double value) {
+    ClientMetric metric;
+    metric.label = std::move(labels);
+    if (family.type == MetricType::Counter) {
+        metric.counter.value = value;
+    } else {
+        metric.gauge.value = value;
+    }
+    family.metric.push_back(std::move(metric));
+}
+
+// Series that a class can have, so rate() has a zero to start from: class 0
+// only sees frames that never reached classification; the others every
+// limiting outcome.
+bool possible(uint32_t class_id, uint32_t verdict, uint32_t reason) {
+    if (class_id == 0) return reason == SLUICE_REASON_NON_IP || reason == SLUICE_REASON_MALFORMED;
+    switch (reason) {
+        case SLUICE_REASON_ADMITTED:
+        case SLUICE_REASON_ALLOWED:
+            return verdict == SLUICE_VERDICT_PASS;
+        case SLUICE_REASON_SOURCE:
+        case SLUICE_REASON_CLASS:
+        case SLUICE_REASON_GLOBAL:
+        case SLUICE_REASON_DENY:
+            return verdict == SLUICE_VERDICT_DROP;
+        case SLUICE_REASON_TABLE_FULL:
+            return true;
+        default:
+            return false;
+    }
+}
+
+void add_decisions(const DaemonSnapshot& snapshot, const InterfaceSnapshot& interface, MetricFamily& packets,
+                   MetricFamily& bytes, MetricFamily& table_full) {
+    uint64_t table_full_by_verdict[SLUICE_VERDICT_COUNT] = {};
+    for (uint32_t class_id = 0; class_id < SLUICE_MAX_CLASSES; class_id++) {
+        const bool known = snapshot.class_names.count(class_id) > 0;
+        for (uint32_t verdict = 0; verdict < SLUICE_VERDICT_COUNT; verdict++) {
+            for (uint32_t reason = 0; reason < SLUICE_REASON_COUNT; reason++) {
+                const uint32_t index = sluice_counter_index(class_id, verdict, reason);
+                if (index >= interface.counters.size()) continue;
+                const sluice_counter& counter = interface.counters[index];
+                if (reason == SLUICE_REASON_TABLE_FULL) table_full_by_verdict[verdict] += counter.packets;
+                if (counter.packets == 0 && !(known && possible(class_id, verdict, reason))) continue;
+                Labels labels{{"class", class_label(snapshot.class_names, class_id)},
+                              {"interface", interface.name},
+                              {"reason", std::string(reason_label(reason))},
+                              {"verdict", std::string(verdict_label(verdict))}};
+                add(packets, labels, static_cast<double>(counter.packets));
+                add(bytes, std::move(labels), static_cast<double>(counter.bytes));
+            }
+        }
+    }
+    add(table_full, {{"decision", "open"}, {"interface", interface.name}},
+        static_cast<double>(table_full_by_verdict[SLUICE_VERDICT_PASS]));
+    add(table_full, {{"decision", "closed"}, {"interface", interface.name}},
+        static_cast<double>(table_full_by_verdict[SLUICE_VERDICT_DROP]));
+}
+
+}  // namespace
+
+std::string source_address(const sluice_source_key& key) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const int family = key.family == SLUICE_FAMILY_IPV6 ? AF_INET6 : AF_INET;
+    if (inet_ntop(family, key.addr, text, sizeof(text)) == nullptr) return "invalid";
+    return text;
+}
+
+std::string class_label(const std::map<uint32_t, std::string>& names, uint32_t class_id) {
+    const auto found = names.find(class_id);
+    return found != names.end() ? found->second : "class_" + std::to_string(class_id);
+}
+
+std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) {
+    auto packets = family("sluice_packets_total", "Packets decided, by interface, class, verdict and reason.",
+                          MetricType::Counter);
+    auto bytes = family("sluice_bytes_total", "Bytes of the packets decided (Ethernet header included, FCS not).",
+                        MetricType::Counter);
+    auto table_full =
+        family("sluice_table_full_decisions_total",
+               "Packets whose source state could not be created, by the on_table_full decision.", MetricType::Counter);
+    auto run_time =
+        family("sluice_bpf_run_time_seconds_total",
+               "Time the kernel spent running the XDP program (BPF run-time statistics).", MetricType::Counter);
+    auto run_count = family("sluice_bpf_run_count_total",
+                            "Runs of the XDP program, one per packet; run time / run count is the decision cost.",
+                            MetricType::Counter);
+    auto errors = family("sluice_dataplane_errors_total",
+                         "Failed dataplane operations: syscalls by what they were for, and state_lookup (class or "
+                         "global state missing in the program; the packet passed).",
+                         MetricType::Counter);
+    auto sources = family("sluice_sources", "Source entries in the tables.", MetricType::Gauge);
+    auto capacity = family("sluice_source_capacity", "Entries each source table can hold.", MetricType::Gauge);
+    auto inserts = family("sluice_source_inserts_total", "Source entries created, by table.", MetricType::Counter);
+    auto events = family("sluice_drop_events_total",
+                         "Sampled drop events for hot-source tracking: sent, or lost to a full ring buffer.",
+                         MetricType::Counter);
+    auto no_policy = family("sluice_no_policy_packets_total", "Packets passed because no policy had been applied yet.",
+                            MetricType::Counter);
+    auto interface_version = family("sluice_interface_policy_version",
+                                    "The policy version the interface's program runs.", MetricType::Gauge);
+    auto hot = family("sluice_hot_source_drop_rate",
+                      "Drops per second of the most-dropped sources (top 20 per interface, decayed over ~10 s), "
+                      "from sampled drop events.",
+                      MetricType::Gauge);
+
+    for (const InterfaceSnapshot& interface : snapshot.interfaces) {
+        const std::string& name = interface.name;
+        add_decisions(snapshot, interface, packets, bytes, table_full);
+        add(run_time, {{"interface", name}, {"program", "sluice_xdp"}},
+            static_cast<double>(interface.run_time_ns) / 1e9);
+        add(run_count, {{"interface", name}, {"program", "sluice_xdp"}}, static_cast<double>(interface.run_count));
+        for (size_t op = 0; op < interface.syscall_errors.size(); op++)
+            add(errors, {{"interface", name}, {"operation", std::string(kSyscallOpLabels[op])}},
+                static_cast<double>(interface.syscall_errors[op]));
+        add(errors, {{"interface", name}, {"operation", "state_lookup"}},
+            static_cast<double>(interface.stats[SLUICE_STAT_STATE_LOOKUP_FAILED]));
+        add(sources, {{"interface", name}, {"table", "per_cpu"}}, static_cast<double>(interface.sources_per_cpu));
+        add(sources, {{"interface", name}, {"table", "shared"}}, static_cast<double>(interface.sources_shared));
+        add(capacity, {{"interface", name}}, static_cast<double>(interface.source_capacity));
+        add(inserts, {{"interface", name}, {"table", "per_cpu"}},
+            static_cast<double>(interface.stats[SLUICE_STAT_SOURCE_INSERTS]));
+        add(inserts, {{"interface", name}, {"table", "shared"}},
+            static_cast<double>(interface.stats[SLUICE_STAT_SHARED_SOURCE_INSERTS]));
+        add(events, {{"interface", name}, {"result", "sent"}},
+            static_cast<double>(interface.stats[SLUICE_STAT_DROP_EVENTS_SENT]));
+        add(events, {{"interface", name}, {"result", "lost"}},
+            static_cast<double>(interface.stats[SLUICE_STAT_DROP_EVENTS_LOST]));
+        add(no_policy, {{"interface", name}}, static_cast<double>(interface.stats[SLUICE_STAT_NO_POLICY]));
+        add(interface_version, {{"interface", name}}, static_cast<double>(interface.active_version));
+        for (const HotSource& source : interface.hot_sources)
+            add(hot,
+                {{"class", class_label(snapshot.class_names, source.key.class_id)},
+                 {"interface", name},
+                 {"source", source_address(source.key)}},
+                source.drops_per_second);
+    }
+
+    auto version =
+        family("sluice_policy_version", "The current committed policy version (0: none yet).", MetricType::Gauge);
+    add(version, {}, static_cast<double>(snapshot.policy_version));
+    auto info =
+        family("sluice_policy_info", "The current policy version and its SHA-256; always 1.", MetricType::Gauge);
+    if (snapshot.policy_version != 0)
+        add(info, {{"sha256", snapshot.policy_sha256}, {"version", std::to_string(snapshot.policy_version)}}, 1);
+    auto pushes =
+        family("sluice_policy_pushes_total", "Policy pushes, rollbacks and reloads, by result (dry runs not counted).",
+               MetricType::Counter);
+    add(pushes, {{"result", "accepted"}}, static_cast<double>(snapshot.pushes_accepted));
+    add(pushes, {{"result", "rejected"}}, static_cast<double>(snapshot.pushes_rejected));
+    auto stats_enabled =
+        family("sluice_bpf_stats_enabled", "1 while sluiced holds BPF run-time statistics on (BPF_ENABLE_STATS).",
+               MetricType::Gauge);
+    add(stats_enabled, {}, snapshot.bpf_stats_enabled ? 1 : 0);
+    auto build = family("sluice_build_info", "The sluiced build; always 1.", MetricType::Gauge);
+    add(build, {{"version", snapshot.version}, {"abi", std::to_string(SLUICE_ABI_VERSION)}}, 1);
+    auto start = family("sluice_start_time_seconds", "When sluiced started, in Unix time.", MetricType::Gauge);
+    add(start, {}, snapshot.start_time_s);
+    auto uptime = family("sluice_uptime_seconds", "Seconds since sluiced started.", MetricType::Gauge);
+    add(uptime, {}, snapshot.uptime_s);
+    auto requests =
+        family("sluice_control_requests_total", "Control socket requests, by verb and result.", MetricType::Counter);
+    for (const auto& [verb, results] : snapshot.requests) {
+        for (const auto& [result, count] : results)
+            add(requests, {{"result", result}, {"verb", verb}}, static_cast<double>(count));
+    }
+
+    std::vector<MetricFamily> families;
+    for (MetricFamily* f :
+         {&packets, &bytes,     &table_full,        &run_time, &run_count, &errors, &sources, &capacity,      &inserts,
+          &events,  &no_policy, &interface_version, &hot,      &version,   &info,   &pushes,  &stats_enabled, &build,
+          &start,   &uptime,    &requests})
+        families.push_back(std::move(*f));
+    return families;
+}
+
+std::vector<MetricFamily> MetricsEndpoint::Latest::Collect() const {
+    std::lock_guard lock(mutex_);
+    return families_;
+}
+
+void MetricsEndpoint::Latest::set(std::vector<MetricFamily> families) {
+    std::lock_guard lock(mutex_);
+    families_ = std::move(families);
+}
+
+Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::serve(const std::string& address) {
+    std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
+    try {
+        // One thread: scrapes only copy a snapshot.
+        endpoint->exposer_ = std::make_unique<prometheus::Exposer>(address, 1);
+    } catch (const std::exception& error) {
+        return Error{"cannot serve metrics on metrics_address \"" + address + "\": " + error.what() +
+                         " (is the port in use, or the address not on this host?)",
+                     "metrics_address"};
+    }
+    endpoint->exposer_->RegisterCollectable(endpoint->latest_);
+    return endpoint;
+}
+
+MetricsEndpoint::~MetricsEndpoint() = default;
+
+void MetricsEndpoint::publish(std::vector<MetricFamily> families) { latest_->set(std::move(families)); }
+
+int MetricsEndpoint::port() const {
+    const auto ports = exposer_->GetListeningPorts();
+    return ports.empty() ? 0 : ports.front();
+}
+
+}  // namespace sluice

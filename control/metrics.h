@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+// Prometheus metrics of sluiced (README.md, "Metrics"): what the dataplanes
+// decided, what deciding costs, table pressure, hot sources, policy versions
+// and the daemon itself.
+//
+// The daemon's control loop is the only thread that touches the dataplanes,
+// so it builds a snapshot of every metric once a second and hands it to
+// MetricsEndpoint; the HTTP server thread only copies the latest snapshot.
+// A scrape therefore sees figures at most a second old, and a slow scraper
+// can never stall enforcement or the control socket.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
+#include "control_server.h"
+#include "hot_sources.h"
+#include "result.h"
+#include "sluice/abi.h"
+#include "xdp_dataplane.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace sluice {
+
+struct InterfaceSnapshot {
+    std::string name;
+    uint64_t active_version = 0;
+    std::vector<sluice_counter> counters;  // class x verdict x reason
+    std::array<uint64_t, SLUICE_STAT_COUNT> stats{};
+    std::array<uint64_t, static_cast<size_t>(SyscallOp::count)> syscall_errors{};
+    uint64_t sources_per_cpu = 0, sources_shared = 0, source_capacity = 0;
+    uint64_t run_time_ns = 0, run_count = 0;  // the kernel's BPF run-time statistics
+    std::vector<HotSource> hot_sources;
+};
+
+struct DaemonSnapshot {
+    std::string version;
+    double start_time_s = 0;  // Unix time
+    double uptime_s = 0;
+    uint64_t policy_version = 0;  // 0: none yet
+    std::string policy_sha256;
+    uint64_t pushes_accepted = 0, pushes_rejected = 0;
+    bool bpf_stats_enabled = false;
+    RequestCounts requests;
+    std::map<uint32_t, std::string> class_names;  // id -> name in the current policy
+    std::vector<InterfaceSnapshot> interfaces;
+};
+
+// How many hot sources per interface are exported.
+inline constexpr size_t kHotSourcesExported = 20;
+
+std::vector<prometheus::MetricFamily> build_metric_families(const DaemonSnapshot& snapshot);
+
+// "10.2.0.1" or "2001:db8::" (the source prefix's address, as the bucket keys it).
+std::string source_address(const sluice_source_key& key);
+
+// The class label for `class_id`: its name, or "class_<id>" for a class the
+// current policy no longer has.
+std::string class_label(const std::map<uint32_t, std::string>& names, uint32_t class_id);
+
+class MetricsEndpoint {
+  public:
+    // Serves GET /metrics on `address` ("127.0.0.1:9464", "[::1]:9464").
+    static Result<std::unique_ptr<MetricsEndpoint>> serve(const std::string& address);
+    ~MetricsEndpoint();
+
+    void publish(std::vector<prometheus::MetricFamily> families);
+    // The port actually bound (useful when the address asked for port 0).
+    int port() const;
+
+  private:
+    class Latest : public prometheus::Collectable {
+      public:
+        std::vector<prometheus::MetricFamily> Collect() const override;
+        void set(std::vector<prometheus::MetricFamily> families);
+
+      private:
+        mutable std::mutex mutex_;
+        std::vector<prometheus::MetricFamily> families_;
+    };
+
+    MetricsEndpoint() = default;
+    std::shared_ptr<Latest> latest_ = std::make_shared<Latest>();
+    std::unique_ptr<prometheus::Exposer> exposer_;
+};
+
+}  // namespace sluice
