@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: Apache-2.0
+// The metric families built from a daemon snapshot: names, labels, values,
+// the zero series a known class starts with, and text exposition.
+#include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
+
+#include <algorithm>
+
+#include "metrics.h"
+
+namespace sluice {
+namespace {
+
+using prometheus::MetricFamily;
+
+const MetricFamily* find(const std::vector<MetricFamily>& families, const std::string& name) {
+    for (const MetricFamily& family : families) {
+        if (family.name == name) return &family;
+    }
+    return nullptr;
+}
+
+// The value of the one series of `name` whose labels include every pair in `want`.
+std::optional<double> value(const std::vector<MetricFamily>& families, const std::string& name,
+                            const std::map<std::string, std::string>& want) {
+    const MetricFamily* family = find(families, name);
+    if (family == nullptr) return std::nullopt;
+    std::optional<double> found;
+    for (const auto& metric : family->metric) {
+        const bool match = std::all_of(want.begin(), want.end(), [&](const auto& pair) {
+            return std::any_of(metric.label.begin(), metric.label.end(), [&](const auto& label) {
+                return label.name == pair.first && label.value == pair.second;
+            });
+        });
+        if (!match) continue;
+        if (found) ADD_FAILURE() << name << ": more than one series matches";
+        found = family->type == prometheus::MetricType::Counter ? metric.counter.value : metric.gauge.value;
+    }
+    return found;
+}
+
+DaemonSnapshot snapshot_with_traffic() {
+    DaemonSnapshot snapshot;
+    snapshot.version = "0.1.0";
+    snapshot.policy_version = 3;
+    snapshot.policy_sha256 = "abc";
+    snapshot.pushes_accepted = 3;
+    snapshot.pushes_rejected = 1;
+    snapshot.class_names = {{0, "unclassified"}, {1, "default"}, {2, "web"}};
+    snapshot.requests["status"]["ok"] = 5;
+    InterfaceSnapshot sl0;
+    sl0.name = "sl0";
+    sl0.active_version = 3;
+    sl0.counters.resize(SLUICE_COUNTER_SLOTS);
+    sl0.counters[sluice_counter_index(1, SLUICE_VERDICT_PASS, SLUICE_REASON_ADMITTED)] = {100, 6400};
+    sl0.counters[sluice_counter_index(1, SLUICE_VERDICT_DROP, SLUICE_REASON_SOURCE)] = {900, 57600};
+    sl0.counters[sluice_counter_index(2, SLUICE_VERDICT_DROP, SLUICE_REASON_TABLE_FULL)] = {7, 448};
+    sl0.counters[sluice_counter_index(9, SLUICE_VERDICT_PASS, SLUICE_REASON_ADMITTED)] = {1, 64};  // a removed class
+    sl0.stats[SLUICE_STAT_SOURCE_INSERTS] = 12;
+    sl0.stats[SLUICE_STAT_STATE_LOOKUP_FAILED] = 2;
+    sl0.syscall_errors[static_cast<size_t>(SyscallOp::map_lookup)] = 4;
+    sl0.run_time_ns = 2'000'000'000;
+    sl0.run_count = 10'000'000;
+    sluice_source_key key{};
+    key.class_id = 1;
+    key.family = SLUICE_FAMILY_IPV4;
+    key.addr[0] = 10, key.addr[1] = 2, key.addr[3] = 1;
+    sl0.hot_sources.push_back(HotSource{key, 1234.5, 0.9, 0});
+    snapshot.interfaces.push_back(sl0);
+    return snapshot;
+}
+
+TEST(Metrics, DecisionsByInterfaceClassVerdictAndReason) {
+    const auto families = build_metric_families(snapshot_with_traffic());
+    EXPECT_EQ(value(families, "sluice_packets_total",
+                    {{"interface", "sl0"}, {"class", "default"}, {"verdict", "drop"}, {"reason", "source"}}),
+              900);
+    EXPECT_EQ(value(families, "sluice_bytes_total",
+                    {{"interface", "sl0"}, {"class", "default"}, {"verdict", "pass"}, {"reason", "admitted"}}),
+              6400);
+    // A known class starts every series it can have at zero, so rate() works from the first packet.
+    EXPECT_EQ(value(families, "sluice_packets_total", {{"class", "web"}, {"verdict", "drop"}, {"reason", "global"}}),
+              0);
+    // ...but not impossible ones, and class 0 only has parse outcomes.
+    EXPECT_FALSE(
+        value(families, "sluice_packets_total", {{"class", "web"}, {"verdict", "pass"}, {"reason", "source"}}));
+    EXPECT_FALSE(value(families, "sluice_packets_total", {{"class", "unclassified"}, {"reason", "admitted"}}));
+    EXPECT_EQ(value(families, "sluice_packets_total",
+                    {{"class", "unclassified"}, {"verdict", "drop"}, {"reason", "malformed"}}),
+              0);
+    // A class the policy no longer names still shows its traffic.
+    EXPECT_EQ(value(families, "sluice_packets_total", {{"class", "class_9"}, {"reason", "admitted"}}), 1);
+    EXPECT_EQ(value(families, "sluice_table_full_decisions_total", {{"decision", "closed"}}), 7);
+    EXPECT_EQ(value(families, "sluice_table_full_decisions_total", {{"decision", "open"}}), 0);
+}
+
+TEST(Metrics, CostStateAndPolicy) {
+    const auto families = build_metric_families(snapshot_with_traffic());
+    EXPECT_EQ(value(families, "sluice_bpf_run_time_seconds_total", {{"interface", "sl0"}}), 2.0);
+    EXPECT_EQ(value(families, "sluice_bpf_run_count_total", {{"interface", "sl0"}}), 1e7);
+    EXPECT_EQ(value(families, "sluice_dataplane_errors_total", {{"operation", "map_lookup"}}), 4);
+    EXPECT_EQ(value(families, "sluice_dataplane_errors_total", {{"operation", "state_lookup"}}), 2);
+    EXPECT_EQ(value(families, "sluice_source_inserts_total", {{"table", "per_cpu"}}), 12);
+    EXPECT_EQ(value(families, "sluice_policy_version", {}), 3);
+    EXPECT_EQ(value(families, "sluice_policy_info", {{"version", "3"}, {"sha256", "abc"}}), 1);
+    EXPECT_EQ(value(families, "sluice_policy_pushes_total", {{"result", "rejected"}}), 1);
+    EXPECT_EQ(value(families, "sluice_interface_policy_version", {{"interface", "sl0"}}), 3);
+    EXPECT_EQ(value(families, "sluice_control_requests_total", {{"verb", "status"}, {"result", "ok"}}), 5);
+    EXPECT_EQ(value(families, "sluice_hot_source_drop_rate", {{"source", "10.2.0.1"}, {"class", "default"}}), 1234.5);
+}
+
+TEST(Metrics, NamesFollowPrometheusConventions) {
+    for (const MetricFamily& family : build_metric_families(snapshot_with_traffic())) {
+        EXPECT_EQ(family.name.rfind("sluice_", 0), 0u) << family.name;
+        const bool total = family.name.size() > 6 && family.name.substr(family.name.size() - 6) == "_total";
+        EXPECT_EQ(total, family.type == prometheus::MetricType::Counter) << family.name;
+        EXPECT_FALSE(family.help.empty()) << family.name;
+    }
+}
+
+TEST(Metrics, TextExpositionHasTypeLines) {
+    const std::string text = prometheus::TextSerializer().Serialize(build_metric_families(snapshot_with_traffic()));
+    EXPECT_NE(text.find("# TYPE sluice_packets_total counter"), std::string::npos);
+    EXPECT_NE(text.find("# TYPE sluice_sources gauge"), std::string::npos);
+}
+
+TEST(Metrics, SourceAddresses) {
+    sluice_source_key v6{};
+    v6.family = SLUICE_FAMILY_IPV6;
+    v6.addr[0] = 0x20, v6.addr[1] = 0x01, v6.addr[2] = 0x0d, v6.addr[3] = 0xb8;
+    EXPECT_EQ(source_address(v6), "2001:db8::");
+    sluice_source_key v4{};
+    v4.family = SLUICE_FAMILY_IPV4;
+    v4.addr[0] = 192, v4.addr[1] = 0, v4.addr[2] = 2, v4.addr[3] = 7;
+    EXPECT_EQ(source_address(v4), "192.0.2.7");
+}
+
+}  // namespace
+}  // namespace sluice
