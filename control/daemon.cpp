@@ -482,6 +482,8 @@ Status Daemon::run(DaemonSignals& signals) {
                 log(LogLevel::error, "cannot detach on exit", {{"interface", name}, {"error", status.error().message}});
         }
         log(LogLevel::info, "stopped; interfaces detached (detach_on_exit)");
+    } else if (interfaces_.empty()) {
+        log(LogLevel::info, "stopped; no interface was attached");
     } else {
         log(LogLevel::info, "stopped; pinned programs keep enforcing (fail-static)",
             {{"interfaces", std::to_string(interfaces_.size())}});
