@@ -2,7 +2,9 @@
 #include "cli_args.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
 #include <map>
 #include <optional>
@@ -30,10 +32,11 @@ constexpr CommandHelp kCommandHelp[] = {
     {"policy history", "every version, oldest first; * marks the current"},
     {"policy rollback [--to N] [--dry-run]", "apply version N again (default: the previous one)"},
     {"policy diff A B", "what changed from version A to version B"},
-    {"stats", "pass/drop rates and counts by interface, class"},
+    {"stats [--watch] [--interval S] [--count K]", "pass/drop rates by interface, class; ns/decision"},
+    {"top [-n N] [--watch] [--interval S] [--count K]", "the N sources dropped most (default 20)"},
 };
 
-constexpr std::string_view kCommandList = "status, attach, detach, policy, stats";
+constexpr std::string_view kCommandList = "status, attach, detach, policy, stats, top";
 constexpr std::string_view kPolicyVerbList = "push, show, history, rollback, diff";
 constexpr std::string_view kGlobalOptionList = "--socket PATH, --json, --timeout MS, --help, --version";
 // An upper bound that keeps milliseconds inside int for poll().
@@ -145,6 +148,47 @@ std::vector<OptionSpec> options_of(std::string_view command) {
     if (command == "policy push") return {{"--if-version", true}, {"--dry-run", false}};
     if (command == "policy show") return {{"--source", false}};
     if (command == "policy rollback") return {{"--to", true}, {"--dry-run", false}};
+    if (command == "stats") return {{"--watch", false}, {"--interval", true}, {"--count", true}};
+    if (command == "top") return {{"-n", true}, {"--watch", false}, {"--interval", true}, {"--count", true}};
+    return {};
+}
+
+// "0.1", "3600": a bound as the user would type it.
+std::string seconds_text(double seconds) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", seconds);
+    return text;
+}
+
+// --watch, --interval S and --count K of stats and top; returns the usage
+// error. --interval and --count alone would silently do nothing, so they are
+// refused without --watch.
+std::string watch_options(std::string_view command, const CommandArgs& split, Invocation& invocation) {
+    invocation.watch = split.has("--watch");
+    for (const std::string_view option : {"--interval", "--count"}) {
+        if (split.has(option) && !invocation.watch)
+            return std::string(command) + ": " + std::string(option) + " needs --watch";
+    }
+    if (const auto interval = split.options.find("--interval"); interval != split.options.end()) {
+        const std::string& text = interval->second;
+        const char* text_end = text.data() + text.size();
+        double seconds = 0;
+        const auto [end, error] = std::from_chars(text.data(), text_end, seconds, std::chars_format::fixed);
+        const std::string range = seconds_text(kMinWatchIntervalS) + ".." + seconds_text(kMaxWatchIntervalS);
+        if (text.empty() || end != text_end || (error != std::errc() && error != std::errc::result_out_of_range) ||
+            std::isnan(seconds)) {
+            return "--interval: " + in_quotes(text) + " is not a number of seconds (" + range + ")";
+        }
+        if (error == std::errc::result_out_of_range ||
+            !(seconds >= kMinWatchIntervalS && seconds <= kMaxWatchIntervalS)) {
+            return "--interval: " + text + " is not in " + range + " seconds";
+        }
+        invocation.interval_s = seconds;
+    }
+    if (const auto count = split.options.find("--count"); count != split.options.end()) {
+        if (auto error = parse_number("--count", count->second, &invocation.count)) return *error;
+        if (invocation.count == 0) return "--count: 0 refreshes; give 1 or more (without --count: until Ctrl-C)";
+    }
     return {};
 }
 
@@ -167,12 +211,27 @@ std::string parse_known_command(std::string_view command, std::span<const std::s
     if (!split.error.empty()) return split.error;
     const std::vector<std::string>& positionals = split.positionals;
 
-    if (command == "status" || command == "stats" || command == "policy history") {
-        invocation.command = command == "status"  ? Command::status
-                             : command == "stats" ? Command::stats
-                                                  : Command::policy_history;
-        invocation.verb = command == "policy history" ? "policy.history" : std::string(command);
+    if (command == "status" || command == "policy history") {
+        invocation.command = command == "status" ? Command::status : Command::policy_history;
+        invocation.verb = command == "status" ? "status" : "policy.history";
         return check_positionals(command, split, {});
+    }
+    if (command == "stats" || command == "top") {
+        invocation.command = command == "stats" ? Command::stats : Command::top;
+        invocation.verb = std::string(command);
+        if (auto error = check_positionals(command, split, {}); !error.empty()) return error;
+        if (auto error = watch_options(command, split, invocation); !error.empty()) return error;
+        if (command == "stats") return {};
+        // Always sent, so what is asked for does not depend on sluiced's default.
+        std::uint64_t n = kDefaultTopSources;
+        if (const auto given = split.options.find("-n"); given != split.options.end()) {
+            if (auto error = parse_number("-n", given->second, &n)) return *error;
+            if (n < 1 || n > static_cast<std::uint64_t>(kMaxTopSources)) {
+                return "-n: " + given->second + " is not in 1.." + std::to_string(kMaxTopSources);
+            }
+        }
+        invocation.args["n"] = n;
+        return {};
     }
     if (command == "attach" || command == "detach") {
         invocation.command = command == "attach" ? Command::attach : Command::detach;
@@ -229,7 +288,7 @@ std::string parse_known_command(std::string_view command, std::span<const std::s
 // Dispatches COMMAND (and policy's verb) so that only real names reach
 // parse_known_command: "policy push" is two arguments, never one.
 std::string parse_command(std::string_view command, std::span<const std::string> rest, Invocation& invocation) {
-    if (command == "status" || command == "stats" || command == "attach" || command == "detach") {
+    if (command == "status" || command == "stats" || command == "top" || command == "attach" || command == "detach") {
         return parse_known_command(command, rest, invocation);
     }
     if (command != "policy") {
@@ -272,9 +331,16 @@ std::string usage_text() {
         "  -h, --help     print this help\n"
         "  --version      print sluicectl's version\n"
         "\n"
-        "exit status: 0 done; 1 refused by sluiced (invalid policy, internal error) or FILE unreadable;\n"
-        "2 usage error; 3 sluiced not reachable (not running, no socket, timed out);\n"
-        "4 permission denied; 5 conflict (--if-version is no longer the current version)\n";
+        "watching (stats, top):\n"
+        "  --watch        ask again every S seconds until Ctrl-C, like top(1); the screen is cleared\n"
+        "                 only on a terminal; with --json, one JSON document per line per refresh\n"
+        "  --interval S   seconds between refreshes (default 1; 0.1..3600)\n"
+        "  --count K      stop after K refreshes\n"
+        "\n"
+        "exit status: 0 done (also a watch stopped by Ctrl-C or SIGTERM); 1 refused by sluiced (invalid\n"
+        "policy, internal error) or FILE unreadable; 2 usage error; 3 sluiced not reachable (not running,\n"
+        "no socket, timed out, or gone during a watch); 4 permission denied; 5 conflict (--if-version is\n"
+        "no longer the current version)\n";
     return text;
 }
 

@@ -4,8 +4,12 @@
 // usage error is unit-tested.
 //
 //   sluicectl [--socket PATH] [--json] [--timeout MS] COMMAND ...
+//
+// stats and top also take --watch [--interval S] [--count K] (cli_run.h
+// repeats the request).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +20,11 @@ namespace sluice::cli {
 
 inline constexpr std::string_view kDefaultSocketPath = "/run/sluice/sluiced.sock";
 inline constexpr int kDefaultTimeoutMs = 10000;
+// top: how many sources by default, and at most (sluiced's own limit).
+// --watch: seconds between refreshes by default, and the range --interval takes.
+inline constexpr double kDefaultWatchIntervalS = 1.0;
+inline constexpr double kMinWatchIntervalS = 0.1;
+inline constexpr double kMaxWatchIntervalS = 3600.0;
 
 // The usage text --help prints: every command with one line each, the
 // options and the exit codes.
@@ -31,6 +40,7 @@ enum class Command {
     policy_rollback,
     policy_diff,
     stats,
+    top,
 };
 
 struct GlobalOptions {
@@ -55,6 +65,11 @@ struct Invocation {
     std::string policy_file;                         // policy push: FILE as given, "-" for stdin
     bool show_source = false;                        // policy show --source
     bool dry_run = false;                            // push/rollback --dry-run
+    // stats and top --watch: ask again every interval_s until stopped, or
+    // `count` times when count > 0.
+    bool watch = false;
+    double interval_s = kDefaultWatchIntervalS;
+    std::uint64_t count = 0;
 
     bool ok() const { return usage_error.empty(); }
 };

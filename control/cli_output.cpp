@@ -86,20 +86,47 @@ std::string joined(const json& list, std::string_view separator) {
     return text;
 }
 
-// "source" for the reason with the most drops; "-" without drops.
-std::string top_drop_reason(const json& klass) {
-    std::string top(kMissing);
-    double most = 0;
-    const json& reasons = member(klass, "drops_by_reason");
-    if (!reasons.is_object()) return top;
-    for (const auto& [reason, count] : reasons.items()) {
-        const double drops = count.is_number() ? count.get<double>() : 0;
-        if (drops > most) {
-            most = drops;
-            top = reason;
+// How many reasons the stats table names per class before "+N".
+constexpr std::size_t kDropReasonsShown = 3;
+
+// "source 12.3k, global 1.1k": the drop rate by reason, highest first, from
+// the last sample; reasons whose rate shows as "0" are left out, and "-" when
+// nothing is being dropped.
+std::string drop_rates_by_reason(const json& klass) {
+    std::vector<std::pair<double, std::string>> rates;
+    const json& reasons = member(klass, "drop_pps_by_reason");
+    if (reasons.is_object()) {
+        for (const auto& [reason, pps] : reasons.items()) {
+            if (pps.is_number() && human_rate(pps.get<double>()) != "0") rates.emplace_back(pps.get<double>(), reason);
         }
     }
-    return top;
+    if (rates.empty()) return std::string(kMissing);
+    // Highest first; equal rates by name, so a refresh does not shuffle them.
+    std::sort(rates.begin(), rates.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    std::string text;
+    for (std::size_t i = 0; i < rates.size() && i < kDropReasonsShown; ++i) {
+        text += (text.empty() ? "" : ", ") + rates[i].second + " " + human_rate(rates[i].first);
+    }
+    if (rates.size() > kDropReasonsShown) text += ", +" + std::to_string(rates.size() - kDropReasonsShown);
+    return text;
+}
+
+// "1.2M decisions/s, 104 ns/decision" from the kernel's BPF run-time
+// statistics over the last sample.
+std::string decision_cost(const json& interface, double packets_per_second) {
+    const json& per_second = member(interface, "decisions_per_second");
+    const json& ns = member(interface, "decision_ns");
+    if (!per_second.is_number() || !ns.is_number()) return "decision cost -";  // a daemon without the fields
+    const double decisions = per_second.get<double>();
+    // Every packet counted is one run of the program, so runs that stand still
+    // while packets flow mean the kernel is not counting (BPF_ENABLE_STATS off).
+    if (decisions <= 0 && packets_per_second > 0) return "decision cost not measured: BPF run-time stats are off";
+    if (decisions <= 0) return "0 decisions/s";
+    char cost[32];
+    std::snprintf(cost, sizeof(cost), "%.0f", ns.get<double>());
+    return human_rate(decisions) + " decisions/s, " + cost + " ns/decision";
 }
 
 std::string stats_footer(const json& stats) {
@@ -112,27 +139,29 @@ std::string stats_footer(const json& stats) {
 }
 
 std::string format_interface_stats(const json& interface, double interval_s) {
+    using Align = Table::Align;
+    Table table({"CLASS", "PASS/s", "DROP/s", "DROP/s BY REASON", "PASS_PKTS", "DROP_PKTS"},
+                {Align::left, Align::right, Align::right, Align::left, Align::right, Align::right});
+    double packets_per_second = 0;
+    const json& classes = member(interface, "classes");
+    if (classes.is_array()) {
+        for (const json& klass : classes) {
+            packets_per_second += number_of(klass, "pass_pps") + number_of(klass, "drop_pps");
+            table.add_row({text_of(klass, "name"), human_rate(number_of(klass, "pass_pps")),
+                           human_rate(number_of(klass, "drop_pps")), drop_rates_by_reason(klass),
+                           text_of(klass, "pass_packets"), text_of(klass, "drop_packets")});
+        }
+    }
+
     std::string text = text_of(interface, "name") + ": policy version " + version_of(interface, "active_version");
     if (interval_s > 0) {
         char interval[32];
         std::snprintf(interval, sizeof(interval), "%.1f", interval_s);
-        text += ", rates over the last " + std::string(interval) + " s";
+        text += ", " + decision_cost(interface, packets_per_second) + " (rates over the last " + interval + " s)";
     } else {
         text += ", rates not sampled yet";  // sluiced needs two samples, about a second apart
     }
-    text += "\n";
-    using Align = Table::Align;
-    Table table({"CLASS", "PASS/s", "DROP/s", "PASS_PKTS", "DROP_PKTS", "TOP-DROP-REASON"},
-                {Align::left, Align::right, Align::right, Align::right, Align::right, Align::left});
-    const json& classes = member(interface, "classes");
-    if (classes.is_array()) {
-        for (const json& klass : classes) {
-            table.add_row({text_of(klass, "name"), human_rate(number_of(klass, "pass_pps")),
-                           human_rate(number_of(klass, "drop_pps")), text_of(klass, "pass_packets"),
-                           text_of(klass, "drop_packets"), top_drop_reason(klass)});
-        }
-    }
-    return text + table.render() + stats_footer(member(interface, "stats"));
+    return text + "\n" + table.render() + stats_footer(member(interface, "stats"));
 }
 
 }  // namespace
@@ -324,6 +353,47 @@ std::string format_stats(const json& result) {
     return text;
 }
 
+std::string format_top(const json& result) {
+    std::string text = "drops " + human_rate(number_of(result, "total_drops_per_second")) + "/s in total; ";
+    const double tau_s = number_of(result, "tau_s");
+    if (tau_s > 0) {
+        char tau[32];
+        std::snprintf(tau, sizeof(tau), "%g", tau_s);
+        text += "rates decay over ~" + std::string(tau) + " s; ";
+    }
+    text += "from sampled drop events\n";
+    const json& sources = member(result, "sources");
+    if (!sources.is_array() || sources.empty()) return text + "no source is being dropped\n";
+
+    using Align = Table::Align;
+    Table table({"RANK", "SOURCE", "CLASS", "INTERFACE", "DROP/s", "SHARE"},
+                {Align::right, Align::left, Align::left, Align::left, Align::right, Align::right});
+    std::size_t rank = 0;
+    bool estimated = false;
+    for (const json& source : sources) {
+        // Space-Saving: a source that took over a displaced source's counter
+        // counts up to error_per_second too many; flag the ones where that is
+        // more than a tenth, as when a flood spreads over many addresses.
+        const double drops = number_of(source, "drops_per_second");
+        const bool rough = number_of(source, "error_per_second") > 0.1 * drops;
+        estimated = estimated || rough;
+        const json& share = member(source, "share");
+        std::string share_text(kMissing);
+        if (share.is_number()) {
+            char percent[32];
+            std::snprintf(percent, sizeof(percent), "%.1f%%", share.get<double>() * 100);
+            share_text = percent;
+        }
+        table.add_row({std::to_string(++rank), text_of(source, "source"), text_of(source, "class"),
+                       text_of(source, "interface"), human_rate(drops) + (rough ? "*" : ""), share_text});
+    }
+    text += table.render();
+    if (estimated) {
+        text += "* at most: part of it may be other sources' drops (more sources drop than are tracked)\n";
+    }
+    return text;
+}
+
 Result<std::string> format_result(const Invocation& invocation, const json& result) {
     switch (invocation.command) {
         case Command::status:
@@ -343,6 +413,8 @@ Result<std::string> format_result(const Invocation& invocation, const json& resu
             return format_diff(result);
         case Command::stats:
             return format_stats(result);
+        case Command::top:
+            return format_top(result);
     }
     return Error{"no output format for verb " + invocation.verb};
 }

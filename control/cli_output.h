@@ -54,7 +54,11 @@ std::string format_push(const nlohmann::json& result, bool dry_run);
 Result<std::string> format_policy_show(const nlohmann::json& result, bool source);
 std::string format_history(const nlohmann::json& result);
 std::string format_diff(const nlohmann::json& result);
+// Per interface: decision cost, then pass and drop rates by class with the
+// drop rate split by reason.
 std::string format_stats(const nlohmann::json& result);
+// The most-dropped sources, ranked, under a line with the total drop rate.
+std::string format_top(const nlohmann::json& result);
 
 // The human output for `invocation`'s command.
 Result<std::string> format_result(const Invocation& invocation, const nlohmann::json& result);

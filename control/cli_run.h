@@ -5,6 +5,7 @@
 // ControlServer.
 #pragma once
 
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -26,8 +27,21 @@ enum ExitStatus : int {
 // The exit status for an error response carrying `code`.
 ExitStatus exit_status_for(ControlErrorCode code);
 
+// What --watch needs from the process around it; hooks rather than globals,
+// so the tests run watches in-process.
+struct WatchHooks {
+    // stdout is a terminal: each refresh clears the screen ("\x1b[H\x1b[2J")
+    // instead of following the last one after a blank line.
+    bool terminal = false;
+    // Called once when a watch starts; returns an fd that turns readable when
+    // the watch should stop (sluicectl: SIGINT, SIGTERM), or -1 for none.
+    std::function<int()> begin;
+};
+
 // `args` excludes the program name; `socket_env` is $SLUICE_SOCKET or null.
+// A watch runs until --count refreshes are done (0), the stop fd turns
+// readable (0), stdout fails (1), or sluiced goes away (3) or refuses (1).
 int run_sluicectl(const std::vector<std::string>& args, const char* socket_env, std::istream& in, std::ostream& out,
-                  std::ostream& err);
+                  std::ostream& err, const WatchHooks& hooks = {});
 
 }  // namespace sluice::cli

@@ -67,6 +67,10 @@ inline std::optional<ControlErrorCode> parse_control_error_code(std::string_view
 }
 
 inline constexpr std::size_t kDefaultMaxRequestBytes = 1024 * 1024;
+
+// The "top" verb's "n": how many hot sources a request may ask for.
+inline constexpr std::size_t kDefaultTopSources = 20;
+inline constexpr std::size_t kMaxTopSources = 1000;
 inline constexpr std::chrono::milliseconds kDefaultIdleTimeout{5000};
 
 // Error carries no code field, so handlers put the code in front of the

@@ -35,8 +35,6 @@ constexpr auto kSampleInterval = std::chrono::seconds(1);
 constexpr auto kCollectInterval = std::chrono::seconds(10);
 constexpr std::string_view kBpffsRoot = "/sys/fs/bpf";
 constexpr std::string_view kUnclassified = "unclassified";
-constexpr size_t kDefaultTopSources = 20;
-constexpr size_t kMaxTopSources = 1000;
 
 uint64_t monotonic_ns() {
     timespec now{};
@@ -619,6 +617,7 @@ Result<json> Daemon::stats_json() {
         }
         interfaces.push_back({{"name", name},
                               {"active_version", version.value()},
+                              {"bpf_stats_enabled", bpf_stats_.get() >= 0},
                               {"decision_ns", decision_ns},
                               {"decisions_per_second", decisions_per_second},
                               {"classes", std::move(classes)},

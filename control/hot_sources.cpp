@@ -50,10 +50,13 @@ void HotSources::add(const sluice_source_key& key, double weight, double now_s) 
     const double scaled = weight * boost(now_s);
     total_ += scaled;
     for (Entry& entry : entries_) {
-        if (same_key(entry.key, key)) {
-            entry.count += scaled;
-            return;
-        }
+        if (!same_key(entry.key, key)) continue;
+        // A source back after a silence long enough (about 4.6 tau) to decay
+        // below 1% of this event starts afresh, so its rate is not diluted by
+        // the silent window since it was first seen.
+        if (entry.count < scaled * 0.01) entry = Entry{key, 0, 0, now_s};
+        entry.count += scaled;
+        return;
     }
     if (entries_.size() < capacity_) {
         entries_.push_back(Entry{key, scaled, 0, now_s});
@@ -80,7 +83,8 @@ std::vector<HotSource> HotSources::top(size_t k, double now_s, double min_rate) 
         if (out.size() == k) break;
         const double span = window(entry->error > 0 ? start_ : entry->first_seen, now_s);
         const double rate = entry->count * decay / span;
-        if (rate < min_rate) continue;
+        // Mostly inherited from displaced sources: nothing says it stands out.
+        if (rate < min_rate || entry->error * 2 > entry->count) continue;
         out.push_back(
             HotSource{entry->key, rate, total > 0 ? std::min(rate / total, 1.0) : 0, entry->error * decay / span});
     }

@@ -43,8 +43,9 @@ class HotSources {
 
     // `now_s` must not go backwards (a monotonic clock in seconds).
     void add(const sluice_source_key& key, double weight, double now_s);
-    // The k sources with the most decayed drops, most first. Sources whose
-    // rate decayed below `min_rate` are left out.
+    // The k sources with the most decayed drops, most first. Left out: sources
+    // whose rate decayed below `min_rate`, and counters more than half of
+    // which may belong to displaced sources (many equal sources: none stands out).
     std::vector<HotSource> top(size_t k, double now_s, double min_rate = 0.01) const;
     // Decayed drops per second over every source, tracked or not.
     double total_drops_per_second(double now_s) const;

@@ -11,7 +11,7 @@
 namespace sluice {
 
 struct Error {
-    std::string message;  // what is wrong and where, for a human
+    std::string message;    // what is wrong and where, for a human
     std::string setting{};  // the input key that is wrong ("rate", "burst", ...), when one is
 };
 

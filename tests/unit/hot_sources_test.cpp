@@ -99,6 +99,22 @@ TEST(HotSources, MemoryIsBoundedAndHeavyHittersAreFoundAmongNoise) {
     EXPECT_LT(top[0].share - top[0].error_per_second / hot.total_drops_per_second(20), 0.25);
 }
 
+TEST(HotSources, ManyEqualSourcesReportNoneAsHot) {
+    HotSources hot(8, 10.0);
+    for (int i = 0; i < 100000; i++) hot.add(ipv4(static_cast<uint32_t>(i % 1000)), 1, i * 1e-4);
+    EXPECT_TRUE(hot.top(5, 10).empty()) << "1000 equal sources in 8 counters: every count is mostly inherited";
+    EXPECT_NEAR(hot.total_drops_per_second(10), 10000, 100);
+}
+
+TEST(HotSources, ASourceBackFromSilenceReadsAtItsNewRate) {
+    HotSources hot(8, 10.0);
+    feed(hot, 1, 100, 1, 0, 10);     // 100/s
+    feed(hot, 1, 100, 1, 300, 303);  // back after 290 s of silence, 100/s again
+    const auto top = hot.top(1, 303);
+    ASSERT_EQ(top.size(), 1u);
+    EXPECT_NEAR(top[0].drops_per_second, 100, 5);
+}
+
 TEST(HotSources, ClassIsPartOfTheKey) {
     HotSources hot(8, 10.0);
     hot.add(ipv4(1, 1), 10, 0);

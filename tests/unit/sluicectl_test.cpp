@@ -4,12 +4,17 @@
 // whose handlers stand in for sluiced.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -77,6 +82,10 @@ TEST(SluicectlArgs, EachCommandBuildsItsRequest) {
         {{"policy", "rollback", "--to", "2", "--dry-run"}, "policy.rollback", {{"to", 2}, {"dry_run", true}}},
         {{"policy", "diff", "1", "4"}, "policy.diff", {{"from", 1}, {"to", 4}}},
         {{"stats"}, "stats", json::object()},
+        {{"stats", "--watch"}, "stats", json::object()},
+        {{"top"}, "top", {{"n", 20}}},  // the default is sent, not left to sluiced
+        {{"top", "-n", "5"}, "top", {{"n", 5}}},
+        {{"top", "--watch", "-n=1000"}, "top", {{"n", 1000}}},
     };
     for (const Case& test : cases) {
         const Invocation invocation = parse(test.args);
@@ -91,10 +100,10 @@ TEST(SluicectlArgs, EachCommandBuildsItsRequest) {
 
 TEST(SluicectlArgs, UsageErrorsSayWhatIsWrong) {
     const std::pair<std::vector<std::string>, std::string> cases[] = {
-        {{}, "missing command (commands: status, attach, detach, policy, stats; sluicectl --help lists them)"},
+        {{}, "missing command (commands: status, attach, detach, policy, stats, top; sluicectl --help lists them)"},
         {{"frobnicate"},
-         "unknown command \"frobnicate\" (commands: status, attach, detach, policy, stats; sluicectl --help lists "
-         "them)"},
+         "unknown command \"frobnicate\" (commands: status, attach, detach, policy, stats, top; sluicectl --help "
+         "lists them)"},
         {{"policy", "push"}, "policy push: missing FILE"},
         {{"policy", "push", "p.toml", "--if-version", "x"}, "--if-version: \"x\" is not a number"},
         {{"policy", "push", "p.toml", "--if-version", "-1"}, "--if-version: \"-1\" is not a number"},
@@ -135,11 +144,75 @@ TEST(SluicectlArgs, UsageErrorsSayWhatIsWrong) {
     EXPECT_TRUE(parse({"--json", "nonsense"}).global.json);
 }
 
+TEST(SluicectlArgs, TopTakesOneToAThousandSources) {
+    EXPECT_EQ(parse({"top", "-n", "1"}).args, (json{{"n", 1}}));
+    EXPECT_EQ(parse({"top", "-n", "1000"}).args, (json{{"n", 1000}}));
+    EXPECT_EQ(parse({"top"}).command, Command::top);
+    const std::pair<std::vector<std::string>, std::string> cases[] = {
+        {{"top", "-n", "0"}, "-n: 0 is not in 1..1000"},
+        {{"top", "-n", "1001"}, "-n: 1001 is not in 1..1000"},
+        {{"top", "-n", "-3"}, "-n: \"-3\" is not a number"},
+        {{"top", "-n", "ten"}, "-n: \"ten\" is not a number"},
+        {{"top", "-n"}, "top: -n needs a value"},
+        {{"top", "10.2.0.1"}, "top: unexpected argument \"10.2.0.1\""},
+        {{"stats", "-n", "5"}, "stats: unknown option -n"},
+    };
+    for (const auto& [args, expected] : cases) EXPECT_EQ(parse(args).usage_error, expected) << args.back();
+}
+
+TEST(SluicectlArgs, WatchIntervalAndCount) {
+    for (const char* command : {"stats", "top"}) {
+        const Invocation once = parse({command});
+        ASSERT_TRUE(once.ok()) << once.usage_error;
+        EXPECT_FALSE(once.watch);
+        EXPECT_EQ(once.interval_s, 1.0);
+        EXPECT_EQ(once.count, 0U);
+
+        const Invocation watching = parse({command, "--watch"});
+        ASSERT_TRUE(watching.ok()) << watching.usage_error;
+        EXPECT_TRUE(watching.watch);
+        EXPECT_EQ(watching.interval_s, 1.0);
+        EXPECT_EQ(watching.count, 0U) << "until stopped";
+
+        const Invocation paced = parse({command, "--watch", "--interval", "0.5", "--count=3"});
+        ASSERT_TRUE(paced.ok()) << paced.usage_error;
+        EXPECT_EQ(paced.interval_s, 0.5);
+        EXPECT_EQ(paced.count, 3U);
+        EXPECT_EQ(parse({command, "--interval=0.1", "--watch"}).interval_s, 0.1);
+        EXPECT_EQ(parse({command, "--watch", "--interval", "3600"}).interval_s, 3600.0);
+    }
+    const std::pair<std::vector<std::string>, std::string> cases[] = {
+        {{"stats", "--interval", "2"}, "stats: --interval needs --watch"},
+        {{"top", "--count", "2"}, "top: --count needs --watch"},
+        {{"stats", "--watch", "--interval", "0.05"}, "--interval: 0.05 is not in 0.1..3600 seconds"},
+        {{"stats", "--watch", "--interval", "0"}, "--interval: 0 is not in 0.1..3600 seconds"},
+        {{"stats", "--watch", "--interval", "3601"}, "--interval: 3601 is not in 0.1..3600 seconds"},
+        {{"stats", "--watch", "--interval", "-1"}, "--interval: -1 is not in 0.1..3600 seconds"},
+        {{"stats", "--watch", "--interval", "1e400"}, "--interval: \"1e400\" is not a number of seconds (0.1..3600)"},
+        {{"top", "--watch", "--interval", "1s"}, "--interval: \"1s\" is not a number of seconds (0.1..3600)"},
+        {{"top", "--watch", "--interval", "nan"}, "--interval: \"nan\" is not a number of seconds (0.1..3600)"},
+        {{"top", "--watch", "--interval", "inf"}, "--interval: inf is not in 0.1..3600 seconds"},
+        {{"top", "--watch", "--interval="}, "--interval: \"\" is not a number of seconds (0.1..3600)"},
+        {{"top", "--watch", "--interval"}, "top: --interval needs a value"},
+        {{"top", "--watch", "--count", "0"}, "--count: 0 refreshes; give 1 or more (without --count: until Ctrl-C)"},
+        {{"top", "--watch", "--count", "two"}, "--count: \"two\" is not a number"},
+        {{"stats", "--watch=yes"}, "stats: --watch takes no value"},
+        {{"status", "--watch"}, "status: unknown option --watch"},
+        {{"--watch", "stats"},
+         "unknown option --watch (options before the command: --socket PATH, --json, --timeout MS, --help, "
+         "--version)"},
+    };
+    for (const auto& [args, expected] : cases) {
+        EXPECT_EQ(parse(args).usage_error, expected) << args.back();
+    }
+}
+
 TEST(SluicectlArgs, HelpAndVersionWinAnywhere) {
     EXPECT_EQ(parse({"--help"}).action, Invocation::Action::help);
     EXPECT_EQ(parse({"-h", "nonsense"}).action, Invocation::Action::help);
     EXPECT_EQ(parse({"policy", "push", "--help"}).action, Invocation::Action::help);
     EXPECT_EQ(parse({"policy", "--help"}).action, Invocation::Action::help);
+    EXPECT_EQ(parse({"top", "--watch", "-h"}).action, Invocation::Action::help);
     EXPECT_EQ(parse({"--version"}).action, Invocation::Action::version);
 }
 
@@ -148,15 +221,38 @@ TEST(SluicectlArgs, UsageListsEveryCommandOnOneLine) {
     for (const char* synopsis :
          {"\n  status ", "\n  attach IFNAME [--mode native|generic] ", "\n  detach IFNAME ",
           "\n  policy push FILE|- [--if-version N] [--dry-run] ", "\n  policy show [N] [--source] ",
-          "\n  policy history ", "\n  policy rollback [--to N] [--dry-run] ", "\n  policy diff A B ", "\n  stats "}) {
+          "\n  policy history ", "\n  policy rollback [--to N] [--dry-run] ", "\n  policy diff A B ",
+          "\n  stats [--watch] [--interval S] [--count K] ", "\n  top [-n N] [--watch] [--interval S] [--count K] "}) {
         EXPECT_NE(usage.find(synopsis), std::string::npos) << synopsis;
     }
-    for (const char* option :
-         {"--socket PATH", "--json", "--timeout MS", "-h, --help", "--version", "$SLUICE_SOCKET"}) {
+    for (const char* option : {"--socket PATH", "--json", "--timeout MS", "-h, --help", "--version", "$SLUICE_SOCKET",
+                               "\n  --watch ", "\n  --interval S ", "\n  --count K "}) {
         EXPECT_NE(usage.find(option), std::string::npos) << option;
     }
     std::istringstream lines(usage);
     for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100U) << line;
+}
+
+// README.md's sluicectl block is a copy of --help's synopsis and command
+// lines; this keeps the two from drifting.
+TEST(SluicectlArgs, ReadmeListsTheCommandsAsHelpDoes) {
+    const std::filesystem::path readme = std::filesystem::path(SLUICE_EXAMPLES_DIR).parent_path() / "README.md";
+    std::ifstream file(readme);
+    ASSERT_TRUE(file) << readme;
+    const std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+    std::istringstream usage(usage_text());
+    std::string line;
+    ASSERT_TRUE(std::getline(usage, line));
+    const std::string synopsis = line.substr(std::string("usage: ").size());
+    std::string expected = "```\n" + synopsis + "\n";
+    bool in_commands = false;
+    while (std::getline(usage, line)) {
+        if (in_commands && line.empty()) break;
+        if (in_commands) expected += line + "\n";
+        in_commands = in_commands || line == "commands:";
+    }
+    expected += "```\n";
+    EXPECT_NE(text.find(expected), std::string::npos) << "README.md should hold, verbatim:\n" << expected;
 }
 
 // ---- human output ----------------------------------------------------------
@@ -244,7 +340,12 @@ TEST(SluicectlOutput, MissingOrMistypedFieldsPrintAsDashes) {
     EXPECT_EQ(format_stats(json::array()), "no interfaces attached (sluicectl attach IFNAME)\n");
     EXPECT_EQ(format_stats(json{{"interfaces", {{{"name", "sl0"}, {"active_version", 2}}}}}),
               "sl0: policy version 2, rates not sampled yet\n"
-              "CLASS  PASS/s  DROP/s  PASS_PKTS  DROP_PKTS  TOP-DROP-REASON\n");
+              "CLASS  PASS/s  DROP/s  DROP/s BY REASON  PASS_PKTS  DROP_PKTS\n");
+    EXPECT_EQ(format_top(json::object()), "drops 0/s in total; from sampled drop events\nno source is being dropped\n");
+    EXPECT_EQ(format_top(json{{"sources", {{{"source", "10.2.0.1"}, {"share", "most"}}}}}),
+              "drops 0/s in total; from sampled drop events\n"
+              "RANK  SOURCE    CLASS  INTERFACE  DROP/s  SHARE\n"
+              "   1  10.2.0.1  -      -               0      -\n");
 }
 
 TEST(SluicectlOutput, HistoryMarksTheCurrentVersion) {
@@ -289,25 +390,85 @@ TEST(SluicectlOutput, DiffOrNoDifference) {
               "no difference between version 1 and version 2\n");
 }
 
-TEST(SluicectlOutput, StatsTablePerInterfaceWithNonZeroFooter) {
-    const json stats = json::parse(R"({"interval_s": 1.002, "interfaces": [
-      {"name": "sl0", "active_version": 7,
+json stats_result() {
+    return json::parse(R"({"interval_s": 1.002, "interfaces": [
+      {"name": "sl0", "active_version": 7, "decision_ns": 104.4, "decisions_per_second": 1234567,
        "classes": [
          {"id": 0, "name": "unclassified", "pass_packets": 12, "drop_packets": 0, "pass_pps": 0, "drop_pps": 0,
-          "drops_by_reason": {"source": 0, "malformed": 0}},
+          "drops_by_reason": {"source": 0, "malformed": 0}, "drop_pps_by_reason": {"malformed": 0}},
          {"id": 1, "name": "web", "pass_packets": 123456, "drop_packets": 9876543, "pass_pps": 1234.5,
-          "drop_pps": 3400000, "drops_by_reason": {"source": 9000000, "class": 876543, "global": 0}}],
+          "drop_pps": 3400000, "drops_by_reason": {"source": 9000000, "class": 876543, "global": 0},
+          "drop_pps_by_reason": {"source": 3000000, "class": 399000, "global": 1000}},
+         {"id": 2, "name": "bulk", "pass_packets": 5, "drop_packets": 700, "pass_pps": 0.2, "drop_pps": 12311,
+          "drop_pps_by_reason": {"table_full": 0.01, "deny": 1, "source": 5, "class": 5, "global": 12300}}],
        "stats": {"no_policy": 12, "source_inserts": 345, "drop_events_lost": 0}},
-      {"name": "sl1", "active_version": 7, "classes": [], "stats": {}}]})");
-    EXPECT_EQ(format_stats(stats),
-              "sl0: policy version 7, rates over the last 1.0 s\n"
-              "CLASS         PASS/s  DROP/s  PASS_PKTS  DROP_PKTS  TOP-DROP-REASON\n"
-              "unclassified       0       0         12          0  -\n"
-              "web             1.2k    3.4M     123456    9876543  source\n"
+      {"name": "sl1", "active_version": 7, "decision_ns": 0, "decisions_per_second": 0, "classes": [], "stats": {}}]})");
+}
+
+TEST(SluicectlOutput, StatsShowDecisionCostAndDropRatesByReason) {
+    // Reasons highest first, equal ones by name, a "+N" past three; rates that
+    // round to 0 are left out.
+    EXPECT_EQ(format_stats(stats_result()),
+              "sl0: policy version 7, 1.2M decisions/s, 104 ns/decision (rates over the last 1.0 s)\n"
+              "CLASS         PASS/s  DROP/s  DROP/s BY REASON                     PASS_PKTS  DROP_PKTS\n"
+              "unclassified       0       0  -                                           12          0\n"
+              "web             1.2k    3.4M  source 3M, class 399k, global 1k        123456    9876543\n"
+              "bulk             0.2   12.3k  global 12.3k, class 5, source 5, +1          5        700\n"
               "stats: no_policy=12 source_inserts=345\n"
               "\n"
-              "sl1: policy version 7, rates over the last 1.0 s\n"
-              "CLASS  PASS/s  DROP/s  PASS_PKTS  DROP_PKTS  TOP-DROP-REASON\n");
+              "sl1: policy version 7, 0 decisions/s (rates over the last 1.0 s)\n"
+              "CLASS  PASS/s  DROP/s  DROP/s BY REASON  PASS_PKTS  DROP_PKTS\n");
+}
+
+TEST(SluicectlOutput, StatsSayWhenTheDecisionCostIsUnknown) {
+    json stats = stats_result();
+    stats["interfaces"].erase(1);
+    // Packets flowed but the program's run count did not move: the kernel is
+    // not counting (BPF run-time stats off), which is not "0 decisions/s".
+    const auto first_line = [](const json& result) {
+        const std::string text = format_stats(result);
+        return text.substr(0, text.find('\n'));
+    };
+    stats["interfaces"][0]["decisions_per_second"] = 0;
+    stats["interfaces"][0]["decision_ns"] = 0;
+    EXPECT_EQ(first_line(stats),
+              "sl0: policy version 7, decision cost not measured: BPF run-time stats are off (rates over the last 1.0 "
+              "s)");
+    // A daemon from before decision costs.
+    stats["interfaces"][0].erase("decisions_per_second");
+    EXPECT_EQ(first_line(stats), "sl0: policy version 7, decision cost - (rates over the last 1.0 s)");
+    stats["interval_s"] = 0;
+    EXPECT_EQ(first_line(stats), "sl0: policy version 7, rates not sampled yet");
+}
+
+json top_result() {
+    return json::parse(R"({"total_drops_per_second": 12345.6, "tau_s": 10, "sources": [
+      {"interface": "sl0", "source": "10.2.0.1", "class": "greedy", "class_id": 2, "drops_per_second": 9800.4,
+       "share": 0.7938, "error_per_second": 0},
+      {"interface": "sl1", "source": "2001:db8:1::", "class": "web", "class_id": 1, "drops_per_second": 120.2,
+       "share": 0.00974, "error_per_second": 3.5}]})");
+}
+
+TEST(SluicectlOutput, TopRanksSourcesWithTheirShareOfAllDrops) {
+    EXPECT_EQ(format_top(top_result()),
+              "drops 12.3k/s in total; rates decay over ~10 s; from sampled drop events\n"
+              "RANK  SOURCE        CLASS   INTERFACE  DROP/s  SHARE\n"
+              "   1  10.2.0.1      greedy  sl0          9.8k  79.4%\n"
+              "   2  2001:db8:1::  web     sl1           120   1.0%\n");
+    json rough = top_result();
+    rough["sources"][1]["error_per_second"] = 12.1;  // just over a tenth of 120.2
+    EXPECT_EQ(format_top(rough),
+              "drops 12.3k/s in total; rates decay over ~10 s; from sampled drop events\n"
+              "RANK  SOURCE        CLASS   INTERFACE  DROP/s  SHARE\n"
+              "   1  10.2.0.1      greedy  sl0          9.8k  79.4%\n"
+              "   2  2001:db8:1::  web     sl1          120*   1.0%\n"
+              "* at most: part of it may be other sources' drops (more sources drop than are tracked)\n");
+    json quiet = top_result();
+    quiet["sources"] = json::array();
+    quiet["total_drops_per_second"] = 0;
+    EXPECT_EQ(format_top(quiet),
+              "drops 0/s in total; rates decay over ~10 s; from sampled drop events\n"
+              "no source is being dropped\n");
 }
 
 // ---- end to end against a control socket -----------------------------------
@@ -353,6 +514,7 @@ class SluicectlRun : public ::testing::Test {
             };
         };
         server_->handle("status", recorded("status", status_result()));
+        for (const auto& [verb, answer] : answers_) server_->handle(verb, recorded(verb, answer));
         server_->handle("policy.push", [this](const json& args, const Peer&) -> Result<json> {
             {
                 const std::lock_guard lock(mutex_);
@@ -396,10 +558,10 @@ class SluicectlRun : public ::testing::Test {
         std::string err;
     };
 
-    Outcome run(std::vector<std::string> args, const std::string& stdin_text = "") {
+    Outcome run(std::vector<std::string> args, const std::string& stdin_text = "", const WatchHooks& hooks = {}) {
         std::istringstream in(stdin_text);
         std::ostringstream out, err;
-        const int status = run_sluicectl(args, socket_.c_str(), in, out, err);
+        const int status = run_sluicectl(args, socket_.c_str(), in, out, err, hooks);
         return {status, out.str(), err.str()};
     }
 
@@ -420,6 +582,8 @@ class SluicectlRun : public ::testing::Test {
     std::thread thread_;
     std::mutex mutex_;
     json requests_ = json::array();
+    // More verbs to answer, always the same way; set before start().
+    std::map<std::string, Result<json>> answers_;
 };
 
 TEST_F(SluicectlRun, StatusHumanAndJson) {
@@ -543,6 +707,127 @@ TEST_F(SluicectlRun, HelpAndVersionPrintToStdout) {
     const Outcome version = run({"--version"});
     EXPECT_EQ(version.status, 0);
     EXPECT_EQ(version.out.rfind("sluicectl ", 0), 0U) << version.out;
+}
+
+// ---- top and --watch ---------------------------------------------------------
+
+std::size_t occurrences(const std::string& text, const std::string& what) {
+    std::size_t count = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++count;
+    return count;
+}
+
+TEST_F(SluicectlRun, TopJsonPrintsTheResultAndSendsN) {
+    answers_.emplace("top", top_result());
+    start();
+    const Outcome as_json = run({"--json", "top", "-n", "2"});
+    EXPECT_EQ(as_json.status, 0) << as_json.err;
+    EXPECT_EQ(json::parse(as_json.out), top_result());
+    EXPECT_EQ(std::count(as_json.out.begin(), as_json.out.end(), '\n'), 1) << "one document, one line";
+    EXPECT_EQ(requests().back(), (json{{"verb", "top"}, {"args", {{"n", 2}}}}));
+
+    const Outcome human = run({"top"});
+    EXPECT_EQ(human.status, 0) << human.err;
+    EXPECT_EQ(human.out, format_top(top_result()));
+    EXPECT_EQ(requests().back()["args"], (json{{"n", 20}}));
+}
+
+TEST_F(SluicectlRun, StatsWatchCountTwoPrintsTwoTablesAPaceApart) {
+    answers_.emplace("stats", stats_result());
+    start();
+    const auto started = std::chrono::steady_clock::now();
+    const Outcome watched = run({"stats", "--watch", "--count", "2"});
+    const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    EXPECT_EQ(watched.status, 0) << watched.err;
+    EXPECT_EQ(watched.err, "");
+    // Not a terminal: no escapes, successive tables a blank line apart.
+    EXPECT_EQ(watched.out, format_stats(stats_result()) + "\n" + format_stats(stats_result()));
+    EXPECT_EQ(requests().size(), 2U);
+    EXPECT_GE(elapsed_s, 0.9) << "the default interval is 1 s";
+    EXPECT_LT(elapsed_s, 5.0);
+}
+
+TEST_F(SluicectlRun, WatchWithJsonPrintsJsonLines) {
+    answers_.emplace("top", top_result());
+    start();
+    const Outcome watched = run({"--json", "top", "-n", "5", "--watch", "--interval", "0.1", "--count", "3"});
+    EXPECT_EQ(watched.status, 0) << watched.err;
+    std::istringstream lines(watched.out);
+    std::size_t documents = 0;
+    for (std::string line; std::getline(lines, line); ++documents) EXPECT_EQ(json::parse(line), top_result()) << line;
+    EXPECT_EQ(documents, 3U);
+    EXPECT_EQ(requests().size(), 3U);
+    for (const json& request : requests()) EXPECT_EQ(request["args"], (json{{"n", 5}}));
+}
+
+TEST_F(SluicectlRun, WatchOnATerminalClearsTheScreenEachRefresh) {
+    answers_.emplace("top", top_result());
+    start();
+    WatchHooks terminal;
+    terminal.terminal = true;
+    const Outcome watched = run({"top", "--watch", "--interval", "0.1", "--count", "2"}, "", terminal);
+    EXPECT_EQ(watched.status, 0) << watched.err;
+    EXPECT_EQ(watched.out.rfind("\x1b[H\x1b[2J", 0), 0U) << watched.out;
+    EXPECT_EQ(occurrences(watched.out, "\x1b[H\x1b[2J"), 2U);
+    EXPECT_EQ(occurrences(watched.out, "refreshing every 0.1 s (Ctrl-C to stop), "), 2U);
+    EXPECT_EQ(occurrences(watched.out, format_top(top_result())), 2U);
+
+    // --json never clears: its lines are for programs.
+    const Outcome as_json = run({"--json", "top", "--watch", "--interval", "0.1", "--count", "2"}, "", terminal);
+    EXPECT_EQ(as_json.out.find('\x1b'), std::string::npos);
+}
+
+TEST_F(SluicectlRun, WatchStopsCleanlyWhenAskedTo) {
+    answers_.emplace("stats", stats_result());
+    start();
+    int stop[2];
+    ASSERT_EQ(::pipe2(stop, O_CLOEXEC), 0);
+    ASSERT_EQ(::write(stop[1], "x", 1), 1);  // as sluicectl's SIGINT handler does
+    WatchHooks hooks;
+    bool began = false;
+    hooks.begin = [&] {
+        began = true;
+        return stop[0];
+    };
+    const Outcome watched = run({"stats", "--watch", "--interval", "60"}, "", hooks);
+    EXPECT_TRUE(began);
+    EXPECT_EQ(watched.status, 0) << watched.err;
+    EXPECT_EQ(watched.out, format_stats(stats_result())) << "the refresh in flight, then no more";
+    EXPECT_EQ(watched.err, "");
+    ::close(stop[0]);
+    ::close(stop[1]);
+
+    // Only a watch asks for the stop fd (sluicectl installs its handlers then).
+    began = false;
+    EXPECT_EQ(run({"stats"}, "", hooks).status, 0);
+    EXPECT_FALSE(began);
+}
+
+TEST_F(SluicectlRun, WatchEndsWithThreeWhenTheDaemonGoesAway) {
+    answers_.emplace("stats", stats_result());
+    start();
+    Outcome watched{};
+    std::thread watcher([&] { watched = run({"stats", "--watch", "--interval", "0.5", "--count", "100"}); });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (requests().empty() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    stop();  // closes the connection and removes the socket while the watch waits for its next refresh
+    watcher.join();
+    EXPECT_EQ(watched.status, 3) << watched.err;
+    EXPECT_EQ(watched.out, format_stats(stats_result()));
+    EXPECT_NE(watched.err.find("sluiced is not running (no socket at " + socket_ + ")"), std::string::npos)
+        << watched.err;
+}
+
+TEST_F(SluicectlRun, WatchStopsAtTheFirstRefusal) {
+    answers_.emplace("top", control_error(ControlErrorCode::bad_request, "argument \"n\" must be in 1..1000", "n"));
+    start();
+    const Outcome refused = run({"--json", "top", "--watch", "--interval", "0.1"});
+    EXPECT_EQ(refused.status, 1);
+    EXPECT_EQ(refused.err, "sluicectl: argument \"n\" must be in 1..1000\n");
+    EXPECT_EQ(json::parse(refused.out)["error"]["code"], "bad_request");
+    EXPECT_EQ(requests().size(), 1U);
 }
 
 }  // namespace
