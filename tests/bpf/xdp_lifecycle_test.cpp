@@ -20,86 +20,11 @@
 #include <optional>
 #include <thread>
 
+#include "common/netns.h"
 #include "xdp_fixture.h"
 
 namespace sluice::test {
 namespace {
-
-// "<pid>-<n>": unique per run and per use.
-std::string unique_suffix() {
-    static std::atomic<int> counter{0};
-    return std::to_string(getpid()) + "-" + std::to_string(counter++);
-}
-
-int shell(const std::string& command) { return std::system((command + " >/dev/null").c_str()); }
-
-// A bpffs directory that is removed with everything in it, whatever happens.
-class PinDir {
-  public:
-    PinDir() : path_("/sys/fs/bpf/sluice-test-" + unique_suffix()) {}
-    ~PinDir() {
-        std::error_code ignored;
-        std::filesystem::remove_all(path_, ignored);
-    }
-    PinDir(const PinDir&) = delete;
-    PinDir& operator=(const PinDir&) = delete;
-    const std::string& path() const { return path_; }
-    bool empty() const {
-        std::error_code ec;
-        return std::filesystem::is_empty(path_, ec) || ec;
-    }
-
-  private:
-    std::string path_;
-};
-
-// A network namespace holding a veth pair sl0 <-> sl1, both up. Deleting the
-// namespace deletes the pair.
-class VethNamespace {
-  public:
-    VethNamespace() : name_("sluice-t-" + unique_suffix()) {
-        created_ = shell("ip netns add " + name_) == 0;
-        ok_ = created_ && shell("ip -n " + name_ + " link add sl0 type veth peer name sl1") == 0 &&
-              shell("ip -n " + name_ + " link set sl0 up") == 0 && shell("ip -n " + name_ + " link set sl1 up") == 0;
-    }
-    ~VethNamespace() {
-        if (created_) shell("ip netns del " + name_);
-    }
-    VethNamespace(const VethNamespace&) = delete;
-    VethNamespace& operator=(const VethNamespace&) = delete;
-    bool ok() const { return ok_; }
-    const std::string& name() const { return name_; }
-
-  private:
-    std::string name_;
-    bool created_ = false;
-    bool ok_ = false;
-};
-
-// Moves this thread into a named namespace; back to the original on scope exit.
-class EnterNamespace {
-  public:
-    explicit EnterNamespace(const std::string& name) {
-        saved_ = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-        const int target = ::open(("/var/run/netns/" + name).c_str(), O_RDONLY | O_CLOEXEC);
-        ok_ = saved_ >= 0 && target >= 0 && setns(target, CLONE_NEWNET) == 0;
-        if (target >= 0) close(target);
-    }
-    ~EnterNamespace() {
-        if (saved_ >= 0) {
-            if (setns(saved_, CLONE_NEWNET) != 0)
-                ADD_FAILURE() << "could not return to the original network namespace: " << std::strerror(errno);
-            close(saved_);
-        }
-    }
-    EnterNamespace(const EnterNamespace&) = delete;
-    EnterNamespace& operator=(const EnterNamespace&) = delete;
-    bool ok() const { return ok_; }
-
-  private:
-    int saved_ = -1;
-    bool ok_ = false;
-};
 
 // A veth pair in a throwaway namespace with this thread inside it; ifindex
 // is sl1's, 0 if any step failed.

@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "e2e_fixture.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "control_client.h"
+
+namespace sluice::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kCtlTimeout = 30s;
+constexpr auto kReadyTimeout = 10s;
+
+}  // namespace
+
+const FlowCount& TrafficReport::flow(const std::string& name) const {
+    static const FlowCount none;
+    const auto it = flows.find(name);
+    return it == flows.end() ? none : it->second;
+}
+
+int64_t unix_now_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::string binary_from_env(const char* name) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || value[0] == '\0') {
+        ADD_FAILURE() << "$" << name << " is not set: run the suite through `meson test --suite e2e`, which sets it";
+        return "/nonexistent/" + std::string(name);
+    }
+    return value;
+}
+
+std::string figure(double value) {
+    std::ostringstream out;
+    out.precision(0);
+    out << std::fixed << value;
+    return out.str();
+}
+
+SluiceE2E::~SluiceE2E() { teardown(); }
+
+void SluiceE2E::TearDown() {
+    const bool failed = HasFailure();
+    if (daemon_running()) signal_daemon(SIGKILL);
+    if (failed && !dir_.empty()) {
+        std::cout << "---- sluiced log (" << log_path() << ") ----\n"
+                  << read_file(log_path()) << "---- end of sluiced log ----" << std::endl;
+    }
+    teardown();
+}
+
+// Order matters: the daemon goes first (it holds the pins and the links),
+// then its pins (so the program comes off sl0), then the namespace (and the
+// veth pair with it), then the files.
+void SluiceE2E::teardown() {
+    if (torn_down_) return;
+    torn_down_ = true;
+    // Background sluicectl or sluice-traffic runs a failed test left behind.
+    for (const pid_t pid : running_) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+    }
+    running_.clear();
+    if (daemon_pid_ > 0) {
+        kill(daemon_pid_, SIGKILL);
+        waitpid(daemon_pid_, nullptr, 0);
+        daemon_pid_ = -1;
+    }
+    pins_.reset();
+    netns_.reset();
+    if (!dir_.empty()) {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir_, ignored);
+        dir_.clear();
+    }
+}
+
+std::string SluiceE2E::pin_root() const { return pins_ ? pins_->path() : std::string(); }
+std::string SluiceE2E::netns_path() const { return netns_ ? netns_->path() : std::string(); }
+
+void SluiceE2E::make_world(const std::string& extra_config) {
+    suffix_ = unique_suffix();
+    const std::string name = "sluice-e2e-" + suffix_;
+
+    char templ[] = "/tmp/sluice-e2e-XXXXXX";
+    ASSERT_NE(mkdtemp(templ), nullptr) << "mkdtemp: " << std::strerror(errno);
+    dir_ = templ;
+
+    pins_ = std::make_unique<PinDir>("/sys/fs/bpf/" + name);
+    netns_ = std::make_unique<VethNamespace>(name);
+    ASSERT_TRUE(netns_->ok()) << "could not create namespace " << name << " with veth pair sl0/sl1";
+    // lo up: the daemon may listen on 127.0.0.1 (metrics) inside the namespace.
+    ASSERT_EQ(shell("ip -n " + name + " link set lo up"), 0);
+
+    // A small source table: the default (2^18 per CPU) takes a while to
+    // allocate, and no test has more than a few thousand sources.
+    const std::string config = "socket = \"" + socket_path() + "\"\n" +                       //
+                               "state_dir = \"" + dir_ + "/state\"\n" +                       //
+                               "bpffs_dir = \"" + pins_->path() + "\"\n" +                    //
+                               "source_capacity = 16384\n" +                                  //
+                               std::regex_replace(extra_config, std::regex("@DIR@"), dir_) +  //
+                               "\n[[interface]]\nname = \"sl0\"\nmode = \"native\"\n";
+    write_file(config_path(), config);
+}
+
+void SluiceE2E::start_world(const std::string& extra_config) {
+    ASSERT_NO_FATAL_FAILURE(make_world(extra_config));
+    ASSERT_NO_FATAL_FAILURE(start_daemon());
+}
+
+void SluiceE2E::start_daemon() {
+    ASSERT_FALSE(daemon_running()) << "sluiced is already running";
+    const std::vector<std::string> argv = {binary_from_env("SLUICED"), "--config", config_path()};
+    write_file(log_path(), read_file(log_path()) + "---- " + join_argv(argv) + "\n");
+    daemon_pid_ = spawn(argv, SpawnOptions{.stdout_path = scratch("sluiced.stdout"),
+                                           .stderr_path = log_path(),
+                                           .netns_path = netns_path(),
+                                           .append = true});
+    ASSERT_GT(daemon_pid_, 0) << "fork: " << std::strerror(errno);
+
+    // Ready when the socket answers `status`; asking the socket directly
+    // keeps this independent of sluicectl.
+    const auto deadline = std::chrono::steady_clock::now() + kReadyTimeout;
+    std::string last_error = "no attempt";
+    while (std::chrono::steady_clock::now() < deadline) {
+        int code = 0;
+        if (exited(daemon_pid_, &code)) {
+            daemon_pid_ = -1;
+            FAIL() << "sluiced exited with " << code << " before answering `status`; its log:\n"
+                   << read_file(log_path());
+        }
+        auto client = ControlClient::connect(socket_path(), 1000);
+        if (client.ok()) {
+            auto answer = client.value().call("status");
+            if (answer.ok()) return;
+            last_error = answer.error().message;
+        } else {
+            last_error = client.error().message;
+        }
+        std::this_thread::sleep_for(50ms);
+    }
+    FAIL() << "sluiced did not answer `status` on " << socket_path() << " within 10 s (last: " << last_error
+           << "); its log:\n"
+           << read_file(log_path());
+}
+
+void SluiceE2E::signal_daemon(int sig) {
+    if (daemon_pid_ <= 0) return;
+    kill(daemon_pid_, sig);
+    if (sig == SIGKILL) {
+        waitpid(daemon_pid_, nullptr, 0);
+        daemon_pid_ = -1;
+    }
+}
+
+int SluiceE2E::wait_daemon_exit(std::chrono::milliseconds timeout) {
+    if (daemon_pid_ <= 0) return -1;
+    const int code = wait_exit(daemon_pid_, timeout);
+    daemon_pid_ = -1;
+    return code;
+}
+
+// ---- sluicectl ------------------------------------------------------------------------
+
+ProcResult SluiceE2E::ctl(const std::vector<std::string>& args) {
+    const std::string name = "ctl-" + std::to_string(ctl_runs_++);
+    return finish_ctl(start_ctl(args, name), name);
+}
+
+pid_t SluiceE2E::start_ctl(const std::vector<std::string>& args, const std::string& scratch_name) {
+    std::vector<std::string> argv = {binary_from_env("SLUICECTL"), "--socket", socket_path()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    write_file(scratch(scratch_name + ".cmd"), join_argv(argv));
+    const pid_t pid = spawn(argv, SpawnOptions{.stdout_path = scratch(scratch_name + ".out"),
+                                               .stderr_path = scratch(scratch_name + ".err"),
+                                               .netns_path = {},
+                                               .append = false});
+    if (pid > 0) running_.insert(pid);
+    return pid;
+}
+
+ProcResult SluiceE2E::finish_ctl(pid_t pid, const std::string& scratch_name) {
+    ProcResult result;
+    if (pid > 0) {
+        result.code = wait_exit(pid, kCtlTimeout);
+        running_.erase(pid);
+    }
+    result.out = read_file(scratch(scratch_name + ".out"));
+    result.err = read_file(scratch(scratch_name + ".err"));
+    return result;
+}
+
+std::optional<json> SluiceE2E::ctl_json(const std::vector<std::string>& args) {
+    std::vector<std::string> with_json = {"--json"};
+    with_json.insert(with_json.end(), args.begin(), args.end());
+    const ProcResult r = ctl(with_json);
+    const std::string command = "sluicectl " + join_argv(with_json);
+    if (r.code != 0) {
+        ADD_FAILURE() << command << " exited " << r.code << "\nstdout: " << r.out << "\nstderr: " << r.err;
+        return std::nullopt;
+    }
+    try {
+        return json::parse(r.out);
+    } catch (const json::exception& e) {
+        ADD_FAILURE() << command << " printed no JSON (" << e.what() << "):\n" << r.out;
+        return std::nullopt;
+    }
+}
+
+std::string SluiceE2E::write_policy(const std::string& name, const std::string& text) {
+    const std::string path = scratch(name);
+    write_file(path, text);
+    return path;
+}
+
+std::optional<json> SluiceE2E::push_policy(const std::string& name, const std::string& text) {
+    return ctl_json({"policy", "push", write_policy(name, text)});
+}
+
+// ---- status and stats -----------------------------------------------------------------
+
+json SluiceE2E::interface_stats(const json& stats, const std::string& ifname) {
+    for (const auto& entry : stats.value("interfaces", json::array()))
+        if (entry.value("name", "") == ifname) return entry;
+    return nullptr;
+}
+
+uint64_t SluiceE2E::class_counter(const json& stats, const std::string& class_name, const std::string& field) {
+    const json sl0 = interface_stats(stats, "sl0");
+    if (!sl0.is_object()) return 0;
+    for (const auto& c : sl0.value("classes", json::array()))
+        if (c.value("name", "") == class_name) return c.value(field, uint64_t{0});
+    return 0;
+}
+
+uint64_t SluiceE2E::stat_counter(const json& stats, const std::string& stat) {
+    const json sl0 = interface_stats(stats, "sl0");
+    if (!sl0.is_object() || !sl0.contains("stats")) return 0;
+    return sl0["stats"].value(stat, uint64_t{0});
+}
+
+// ---- traffic --------------------------------------------------------------------------
+
+std::vector<std::string> SluiceE2E::traffic_argv(const std::vector<Flow>& flows, double seconds) const {
+    // Frames leave sl1 and arrive on sl0, where sluiced attached the program;
+    // packet taps on sl0 see only what it passed.
+    std::vector<std::string> argv = {
+        binary_from_env("SLUICE_TRAFFIC"), "--tx-dev", "sl1", "--rx-dev", "sl0", "--duration",
+        std::to_string(seconds),           "--json",   "-"};
+    for (const auto& f : flows) {
+        argv.push_back("--flow");
+        argv.push_back(f.name + ":" + f.source + ":" + figure(f.pps));
+    }
+    return argv;
+}
+
+std::optional<TrafficReport> SluiceE2E::traffic(const std::vector<Flow>& flows, double seconds) {
+    const std::string name = "traffic-" + std::to_string(ctl_runs_++);
+    return finish_traffic(start_traffic(flows, seconds, name), seconds, name);
+}
+
+pid_t SluiceE2E::start_traffic(const std::vector<Flow>& flows, double seconds, const std::string& scratch_name) {
+    const auto argv = traffic_argv(flows, seconds);
+    write_file(scratch(scratch_name + ".cmd"), join_argv(argv));
+    const int64_t spawned = unix_now_ns();
+    const pid_t pid = spawn(argv, SpawnOptions{.stdout_path = scratch(scratch_name + ".out"),
+                                               .stderr_path = scratch(scratch_name + ".err"),
+                                               .netns_path = netns_path(),
+                                               .append = false});
+    if (pid > 0) running_.insert(pid);
+    traffic_spawned_[pid] = spawned;
+    return pid;
+}
+
+std::optional<TrafficReport> SluiceE2E::finish_traffic(pid_t pid, double seconds, const std::string& scratch_name) {
+    ProcResult r;
+    if (pid > 0) {
+        r.code = wait_exit(pid, std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)) + 30s);
+        running_.erase(pid);
+    }
+    const int64_t exited_at = unix_now_ns();
+    r.out = read_file(scratch(scratch_name + ".out"));
+    r.err = read_file(scratch(scratch_name + ".err"));
+    auto report = parse_traffic(r, read_file(scratch(scratch_name + ".cmd")));
+    if (report) {
+        report->spawned_unix_ns = traffic_spawned_[pid];
+        report->exited_unix_ns = exited_at;
+    }
+    return report;
+}
+
+std::optional<TrafficReport> SluiceE2E::parse_traffic(const ProcResult& r, const std::string& command) {
+    if (r.code != 0) {
+        ADD_FAILURE() << command << " exited " << r.code << "\nstdout: " << r.out << "\nstderr: " << r.err;
+        return std::nullopt;
+    }
+    TrafficReport report;
+    try {
+        report.raw = json::parse(r.out);
+        const json& j = report.raw;
+        report.duration_s = j.at("duration_s").get<double>();
+        report.receiver_drops = j.at("receiver_drops").get<uint64_t>();
+        report.send_busy = j.at("send_busy").get<uint64_t>();
+        if (j.at("interrupted").get<bool>()) {
+            ADD_FAILURE() << command << " was interrupted";
+            return std::nullopt;
+        }
+        for (const auto& f : j.at("flows")) {
+            FlowCount count;
+            count.sent = f.at("sent").get<uint64_t>();
+            count.received = f.at("received").get<uint64_t>();
+            count.skipped = f.at("skipped").get<uint64_t>();
+            for (const auto& s : f.at("per_source")) {
+                count.sources[s.at("src").get<std::string>()] =
+                    SourceCount{s.at("sent").get<uint64_t>(), s.at("received").get<uint64_t>()};
+            }
+            report.flows[f.at("name").get<std::string>()] = std::move(count);
+        }
+    } catch (const json::exception& e) {
+        ADD_FAILURE() << command << ": unexpected report (" << e.what() << "):\n" << r.out << "\nstderr: " << r.err;
+        return std::nullopt;
+    }
+    return report;
+}
+
+}  // namespace sluice::test

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: Apache-2.0
+// The end-to-end fixture: one throwaway world per test, made of
+//   - a network namespace sluice-e2e-<pid>-<n> holding a veth pair sl0 <-> sl1,
+//   - a temp dir with sluiced.toml, the daemon's socket, state dir and log,
+//   - the bpffs dir /sys/fs/bpf/sluice-e2e-<pid>-<n> (sluiced pins under it),
+//   - sluiced itself, started in the namespace's network namespace only,
+// and helpers that run the real binaries: sluicectl (output and exit code,
+// --json parsed) and sluice-traffic (sends from sl1 into sl0, where the
+// program runs, and counts what sl0 lets through, per source).
+//
+// Everything is torn down in TearDown and again in the destructor (both are
+// idempotent), also when an assertion fails: daemon killed, pins removed,
+// namespace deleted, temp dir removed. When a test failed, the daemon's log
+// is printed. The binaries come from $SLUICED, $SLUICECTL, $SLUICE_TRAFFIC
+// (set by meson).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/netns.h"
+#include "process.h"
+
+namespace sluice::test {
+
+using json = nlohmann::json;
+
+// One flow of offered traffic: `pps` spread evenly over the addresses of
+// `source` (an address or a CIDR).
+struct Flow {
+    std::string name;
+    std::string source;
+    double pps = 0;
+};
+
+struct SourceCount {
+    uint64_t sent = 0;
+    uint64_t received = 0;
+};
+
+struct FlowCount {
+    uint64_t sent = 0;
+    uint64_t received = 0;
+    uint64_t skipped = 0;                        // frames the sender fell too far behind to send
+    std::map<std::string, SourceCount> sources;  // by address
+};
+
+// What one sluice-traffic run reported.
+struct TrafficReport {
+    double duration_s = 0;  // the sender's, from its start to its last frame
+    // CLOCK_REALTIME (ns) when the fixture started sluice-traffic and when it
+    // had exited. Sending started between spawned and exited - duration_s -
+    // the tool's 0.2 s drain; tests split a run at a push with these.
+    int64_t spawned_unix_ns = 0;
+    int64_t exited_unix_ns = 0;
+    uint64_t receiver_drops = 0;             // frames the counter's socket lost: counts are meaningless then
+    uint64_t send_busy = 0;                  // sendmmsg calls the veth refused for lack of room
+    std::map<std::string, FlowCount> flows;  // by flow name
+    json raw;
+
+    const FlowCount& flow(const std::string& name) const;
+};
+
+int64_t unix_now_ns();
+
+class SluiceE2E : public ::testing::Test {
+  protected:
+    ~SluiceE2E() override;
+    void TearDown() override;
+
+    // ---- the world ------------------------------------------------------------------
+
+    // Creates the namespace and the temp dir and writes sluiced.toml with
+    // `extra_config` appended to the top-level keys ("@DIR@" in it becomes
+    // the temp dir). Use with
+    // ASSERT_NO_FATAL_FAILURE.
+    void make_world(const std::string& extra_config = {});
+    // make_world() + start_daemon().
+    void start_world(const std::string& extra_config = {});
+    // Starts sluiced and waits until `status` answers (10 s), failing with
+    // its log otherwise.
+    void start_daemon();
+    // Sends `sig` to the daemon; with SIGKILL also reaps it.
+    void signal_daemon(int sig);
+    // Waits for the daemon to exit; its exit code, or -1 on timeout (then it
+    // is killed).
+    int wait_daemon_exit(std::chrono::milliseconds timeout);
+    bool daemon_running() const { return daemon_pid_ > 0; }
+
+    const std::string& dir() const { return dir_; }
+    std::string socket_path() const { return dir_ + "/sluiced.sock"; }
+    std::string config_path() const { return dir_ + "/sluiced.toml"; }
+    std::string log_path() const { return dir_ + "/sluiced.log"; }
+    std::string pin_root() const;  // bpffs_dir
+    std::string netns_path() const;
+
+    // ---- sluicectl ----------------------------------------------------------------
+
+    // Runs `sluicectl --socket <ours> args...` (30 s timeout).
+    ProcResult ctl(const std::vector<std::string>& args);
+    // Runs `sluicectl --socket <ours> --json args...`, expects exit 0 and a
+    // JSON document on stdout; nothing (after a test failure) otherwise.
+    std::optional<json> ctl_json(const std::vector<std::string>& args);
+    // Starts sluicectl without waiting; finish with finish_ctl().
+    pid_t start_ctl(const std::vector<std::string>& args, const std::string& scratch_name);
+    ProcResult finish_ctl(pid_t pid, const std::string& scratch_name);
+
+    // Writes `text` to <dir>/<name> and returns the path.
+    std::string write_policy(const std::string& name, const std::string& text);
+    // `policy push FILE`, expecting success; returns the --json result.
+    std::optional<json> push_policy(const std::string& name, const std::string& text);
+
+    // ---- status and stats -----------------------------------------------------------
+
+    std::optional<json> status() { return ctl_json({"status"}); }
+    std::optional<json> stats() { return ctl_json({"stats"}); }
+    // From `stats --json`: the interface sl0's entry, or null.
+    static json interface_stats(const json& stats, const std::string& ifname);
+    // pass/drop packets of one class on sl0 (0 when absent).
+    static uint64_t class_counter(const json& stats, const std::string& class_name, const std::string& field);
+    static uint64_t stat_counter(const json& stats, const std::string& stat);
+
+    // ---- traffic -------------------------------------------------------------------
+
+    // Runs sluice-traffic in the namespace: sends `flows` out of sl1 for
+    // `seconds` and counts per source on sl0. Frames are small UDP datagrams.
+    std::optional<TrafficReport> traffic(const std::vector<Flow>& flows, double seconds);
+    // The same in the background: start, do things, finish.
+    pid_t start_traffic(const std::vector<Flow>& flows, double seconds, const std::string& scratch_name);
+    std::optional<TrafficReport> finish_traffic(pid_t pid, double seconds, const std::string& scratch_name);
+
+  private:
+    void teardown();
+    std::string scratch(const std::string& name) const { return dir_ + "/" + name; }
+    std::vector<std::string> traffic_argv(const std::vector<Flow>& flows, double seconds) const;
+    std::optional<TrafficReport> parse_traffic(const ProcResult& run, const std::string& command);
+
+    std::map<pid_t, int64_t> traffic_spawned_;  // pid -> CLOCK_REALTIME ns at spawn
+    std::set<pid_t> running_;                   // children started and not yet waited for
+    std::string suffix_;
+    std::unique_ptr<VethNamespace> netns_;
+    std::unique_ptr<PinDir> pins_;
+    std::string dir_;  // temp dir, removed in teardown
+    pid_t daemon_pid_ = -1;
+    int ctl_runs_ = 0;
+    bool torn_down_ = false;
+};
+
+// Environment variable `name` (set by meson), or a test failure.
+std::string binary_from_env(const char* name);
+
+// Whole-number figures for messages and RecordProperty.
+std::string figure(double value);
+
+}  // namespace sluice::test

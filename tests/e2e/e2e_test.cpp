@@ -1,0 +1,481 @@
+// SPDX-License-Identifier: Apache-2.0
+// End to end (issue #4): the real sluiced, sluicectl and sluice-traffic in a
+// throwaway network namespace. Each test starts its own daemon on sl0, pushes
+// policy with sluicectl, sends real frames from sl1 into sl0 and counts per
+// source what sl0 let through. Every count is checked against the bound the
+// core guarantees (README, "Bound"), not a guess, so each test fails if
+// enforcement, versioning or the fail-static behaviour breaks.
+#include <bpf/libbpf.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "common/privilege.h"
+#include "e2e_fixture.h"
+
+namespace sluice::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Every measurement runs this long: long enough that rate·T dominates the
+// burst, short enough for the CI budget.
+constexpr double kSeconds = 2.5;
+
+// The CPUs a lease can be outstanding on: possible CPUs, as the loader counts.
+double cpus() { return std::max(1.0, static_cast<double>(libbpf_num_possible_cpus())); }
+
+// Seconds with millisecond precision, for figures.
+std::string secs(double seconds) {
+    std::ostringstream out;
+    out.precision(3);
+    out << std::fixed << seconds;
+    return out.str();
+}
+
+// The most one packet-unit bucket may admit over a run of `seconds` that
+// started with it full:
+//   burst + rate·T     the core's bound for one bucket;
+//   + N·L              lease mode: each of the N CPUs may hold one lease of
+//                      L = max(1, burst / 8N) tokens taken from the shared
+//                      bucket before the window (README, "Two accuracy modes");
+//   + rate·0.05 s      T is the sender's first-to-last frame; frames still in
+//                      the veth queue are decided a little later.
+double upper_bound(double rate, double burst, double seconds) {
+    const double lease = std::max(1.0, std::floor(burst / (8 * cpus())));
+    return burst + rate * seconds + cpus() * lease + rate * 0.05;
+}
+
+// A saturated bucket admits its rate over the run; 10% below that is a
+// limiter that over-drops.
+double lower_bound(double rate, double seconds) { return 0.9 * rate * seconds; }
+
+// Every test's policy: packets, lease mode (the default).
+//   default: each source 1000/s, burst 1000 (polite 10.1.0.1 and greedy
+//            10.2.0.1 land here).
+//   flood:   10.3.0.0/22, each source 20/s, burst 20. The flood spreads
+//            40000/s over the 1024 addresses, 39/s each, so a per-source
+//            rate of 20 binds for every one of them (at 200/s none would be
+//            limited).
+constexpr double kDefaultRate = 1000, kDefaultBurst = 1000;
+constexpr double kFloodRate = 20, kFloodBurst = 20;
+
+std::string policy_text(double default_rate = kDefaultRate) {
+    return "# e2e policy\n"
+           "[defaults]\n"
+           "unit = \"packets\"\n"
+           "accuracy = \"lease\"\n"
+           "\n"
+           "[[class]]\n"
+           "name = \"default\"\n"
+           "per_source = { rate = " +
+           figure(default_rate) + ", burst = " + figure(kDefaultBurst) +
+           " }\n"
+           "\n"
+           "[[class]]\n"
+           "name = \"flood\"\n"
+           "match = [\"10.3.0.0/22\"]\n"
+           "per_source = { rate = " +
+           figure(kFloodRate) + ", burst = " + figure(kFloodBurst) + " }\n";
+}
+
+// Without the trailing newline a command's stderr ends with.
+std::string trim(std::string text) {
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    return text;
+}
+
+const Flow kPolite{"polite", "10.1.0.1", 500};
+const Flow kGreedy{"greedy", "10.2.0.1", 20000};
+const Flow kFlood{"flood", "10.3.0.0/22", 40000};
+
+class E2E : public SluiceE2E {
+  protected:
+    // Prints and records one figure so the lead can quote it.
+    void figure_line(const std::string& key, const std::string& untrimmed) {
+        const std::string text = trim(untrimmed);
+        RecordProperty(key, text);
+        std::cout << "[figure] " << ::testing::UnitTest::GetInstance()->current_test_info()->name() << " " << key
+                  << ": " << text << std::endl;
+    }
+
+    // The counts are only meaningful if the counter saw every frame sl0 let
+    // through.
+    static void expect_no_receiver_drops(const TrafficReport& r) {
+        EXPECT_EQ(r.receiver_drops, 0u) << "the receiver lost " << r.receiver_drops
+                                        << " frames: the per-source counts are meaningless (machine too busy?)";
+    }
+
+    // Greedy received at most the bound for `rate` (and, when `saturated`,
+    // at least 90% of rate·T).
+    void check_limited(const TrafficReport& r, const std::string& label, double rate, bool saturated = true) {
+        const FlowCount& g = r.flow("greedy");
+        const double bound = upper_bound(rate, kDefaultBurst, r.duration_s);
+        figure_line(label, "greedy sent " + std::to_string(g.sent) + " received " + std::to_string(g.received) +
+                               " bound " + figure(bound) + " over " + secs(r.duration_s) + " s");
+        EXPECT_GT(g.sent, 0u) << "the sender sent nothing";
+        EXPECT_LE(static_cast<double>(g.received), bound) << label << ": greedy got past the limit";
+        if (saturated) {
+            EXPECT_GE(static_cast<double>(g.received), lower_bound(rate, r.duration_s))
+                << label << ": greedy got less than 90% of its rate";
+        }
+    }
+
+    // Current policy version from `status --json`.
+    std::optional<uint64_t> current_version() {
+        auto s = status();
+        if (!s || !(*s)["policy"].is_object()) return std::nullopt;
+        return (*s)["policy"]["version"].get<uint64_t>();
+    }
+
+    size_t history_size() {
+        auto h = ctl_json({"policy", "history"});
+        return h ? h->value("versions", json::array()).size() : 0;
+    }
+
+    static json sl0_status(const json& status) {
+        for (const auto& i : status.value("interfaces", json::array()))
+            if (i.value("name", "") == "sl0") return i;
+        return nullptr;
+    }
+};
+
+// ---- 1. enforcement -------------------------------------------------------------------
+
+TEST_F(E2E, EnforcesPerSourceAndClassLimits) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(start_world());
+    ASSERT_TRUE(push_policy("policy.toml", policy_text()));
+
+    const auto r = traffic({kPolite, kGreedy, kFlood}, kSeconds);
+    ASSERT_TRUE(r);
+    ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*r));
+
+    // polite: 500/s against 1000/s: never limited.
+    const FlowCount& polite = r->flow("polite");
+    figure_line("polite", "sent " + std::to_string(polite.sent) + " received " + std::to_string(polite.received));
+    EXPECT_GT(polite.sent, 0u);
+    EXPECT_GE(static_cast<double>(polite.received), 0.98 * static_cast<double>(polite.sent))
+        << "a source under its limit lost frames";
+
+    check_limited(*r, "greedy", kDefaultRate);
+
+    // flood: every source of the /22 sent, and got between 90% of its rate
+    // and its bound.
+    const FlowCount& flood = r->flow("flood");
+    const double source_bound = upper_bound(kFloodRate, kFloodBurst, r->duration_s);
+    const double source_floor = lower_bound(kFloodRate, r->duration_s);
+    EXPECT_EQ(flood.sources.size(), 1024u) << "the flood did not come from all of 10.3.0.0/22";
+    // One failure for all sources, naming the worst, rather than 1024.
+    uint64_t most = 0, least = std::numeric_limits<uint64_t>::max();
+    std::string most_source, least_source;
+    for (const auto& [source, count] : flood.sources) {
+        if (count.received >= most) most = count.received, most_source = source;
+        if (count.received <= least) least = count.received, least_source = source;
+    }
+    EXPECT_LE(static_cast<double>(most), source_bound) << "flood source " << most_source << " got past its limit";
+    EXPECT_GE(static_cast<double>(least), source_floor) << "flood source " << least_source << " was over-limited";
+    figure_line("flood", "sent " + std::to_string(flood.sent) + " received " + std::to_string(flood.received) +
+                             " from 1024 sources; per source received " + std::to_string(least) + ".." +
+                             std::to_string(most) + ", bound " + figure(source_bound) + ", floor " +
+                             figure(source_floor));
+}
+
+// ---- 2. a bad policy mid-stream changes nothing --------------------------------------
+
+TEST_F(E2E, BadPolicyMidStreamIsRejectedAndChangesNothing) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(start_world());
+    ASSERT_TRUE(push_policy("policy.toml", policy_text()));
+    const auto before = status();
+    ASSERT_TRUE(before);
+    ASSERT_TRUE((*before)["policy"].is_object());
+
+    const pid_t sender = start_traffic({kGreedy}, kSeconds, "bad-traffic");
+    ASSERT_GT(sender, 0);
+    std::this_thread::sleep_for(800ms);
+
+    // Line 4: an unknown key. Line 8 (the default class's per_source): a rate
+    // over 10^11. The column is the key's or the value's; any will do.
+    std::string unknown = policy_text();
+    unknown.insert(unknown.find("accuracy"), "colour = \"blue\"\n");
+    std::string out_of_range = policy_text(200'000'000'000.0);
+    struct Bad {
+        std::string name, text, line, field;
+    };
+    for (const Bad& bad :
+         {Bad{"unknown-key.toml", unknown, "4", "colour"}, Bad{"rate-out-of-range.toml", out_of_range, "8", "rate"}}) {
+        const std::string path = write_policy(bad.name, bad.text);
+        const ProcResult r = ctl({"policy", "push", path});
+        figure_line(bad.name, "exit " + std::to_string(r.code) + ", stderr: " + r.err);
+        EXPECT_EQ(r.code, 1) << "stderr: " << r.err;
+        const std::regex position(std::regex_replace(path, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + ":" +
+                                  bad.line + R"(:\d+:)");
+        EXPECT_TRUE(std::regex_search(r.err, position)) << "no " << path << ":" << bad.line << ":<col>: in " << r.err;
+        EXPECT_NE(r.err.find(bad.field), std::string::npos) << "the error does not name " << bad.field;
+    }
+
+    const auto after = status();
+    ASSERT_TRUE(after);
+    EXPECT_EQ((*after)["policy"]["version"], (*before)["policy"]["version"]);
+    EXPECT_EQ((*after)["policy"]["sha256"], (*before)["policy"]["sha256"]);
+    EXPECT_EQ(sl0_status(*after).value("active_version", json()), (*before)["policy"]["version"]);
+
+    const auto r = finish_traffic(sender, kSeconds, "bad-traffic");
+    ASSERT_TRUE(r);
+    ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*r));
+    check_limited(*r, "greedy across the bad pushes", kDefaultRate);
+}
+
+// ---- 3. a new version mid-stream, no gap ---------------------------------------------
+
+TEST_F(E2E, NewVersionMidStreamTakesEffectWithoutAGap) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(start_world());
+    const auto v1 = push_policy("v1.toml", policy_text(kDefaultRate));
+    ASSERT_TRUE(v1);
+    const auto stats_before = stats();
+    ASSERT_TRUE(stats_before);
+    const uint64_t no_policy_before = stat_counter(*stats_before, "no_policy");
+
+    constexpr double kLowerRate = 200;
+    const double seconds = 3.0;
+    const pid_t sender = start_traffic({kGreedy}, seconds, "flip-traffic");
+    ASSERT_GT(sender, 0);
+    std::this_thread::sleep_for(1200ms);
+    const std::string v2_path = write_policy("v2.toml", policy_text(kLowerRate));
+    const int64_t push_start = unix_now_ns();
+    const ProcResult pushed = ctl({"--json", "policy", "push", v2_path});
+    const int64_t push_end = unix_now_ns();
+    ASSERT_EQ(pushed.code, 0) << pushed.err;
+    const auto r = finish_traffic(sender, seconds, "flip-traffic");
+    ASSERT_TRUE(r);
+    ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*r));
+
+    // The flip happened inside [push_start, push_end], and sending started
+    // inside [spawned, exited - T - 0.2 s drain]. Crediting the old, higher
+    // rate for as long as it can have lasted gives the upper bound; for as
+    // short as it can have lasted, the lower one. t1 + t2 = T.
+    const double T = r->duration_s;
+    const int64_t latest_start = r->exited_unix_ns - static_cast<int64_t>((T + 0.2) * 1e9);
+    const double t1_max = std::min(T, static_cast<double>(push_end - r->spawned_unix_ns) / 1e9);
+    const double t1_min = std::max(0.0, static_cast<double>(push_start - latest_start) / 1e9);
+    const double t2_min = T - t1_max;
+    const double t2_max = T - t1_min;
+    ASSERT_GT(t1_min, 0.5) << "the push came too early to measure";
+    ASSERT_GT(t2_min, 0.5) << "the push came too late to measure";
+    const double lease = std::max(1.0, std::floor(kDefaultBurst / (8 * cpus())));
+    const double bound = kDefaultBurst + kDefaultRate * t1_max + kLowerRate * t2_min + cpus() * lease +
+                         kDefaultRate * 0.05;  // as upper_bound()
+    const double floor = 0.9 * (kDefaultRate * t1_min + kLowerRate * t2_max);
+    const double v1_alone = upper_bound(kDefaultRate, kDefaultBurst, r->duration_s);
+    const FlowCount& g = r->flow("greedy");
+    figure_line("greedy", "sent " + std::to_string(g.sent) + " received " + std::to_string(g.received) + " bound " +
+                              figure(bound) + " (t1 " + secs(t1_max) + " s at " + figure(kDefaultRate) + "/s, t2 " +
+                              secs(t2_min) + " s at " + figure(kLowerRate) + "/s); v1 alone would allow " +
+                              figure(v1_alone));
+    EXPECT_LE(static_cast<double>(g.received), bound) << "more than the two versions allow: a gap or a late flip";
+    EXPECT_GE(static_cast<double>(g.received), floor);
+
+    const auto stats_after = stats();
+    ASSERT_TRUE(stats_after);
+    EXPECT_EQ(stat_counter(*stats_after, "no_policy"), no_policy_before)
+        << "frames were decided without a policy during the flip";
+
+    const auto s = status();
+    ASSERT_TRUE(s);
+    const json new_version = json::parse(pushed.out)["version"];
+    EXPECT_GT(new_version.get<uint64_t>(), (*v1)["version"].get<uint64_t>());
+    EXPECT_EQ((*s)["policy"]["version"], new_version);
+    EXPECT_EQ(sl0_status(*s).value("active_version", json()), new_version);
+}
+
+// ---- 4. kill -9 and restart -----------------------------------------------------------
+
+TEST_F(E2E, KilledDaemonKeepsEnforcingAndRestartContinuesCounters) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(start_world());
+    const auto pushed = push_policy("policy.toml", policy_text());
+    ASSERT_TRUE(pushed);
+    const json version = (*pushed)["version"];
+
+    const auto warm = traffic({kGreedy}, 1.0);
+    ASSERT_TRUE(warm);
+    const auto before = stats();
+    ASSERT_TRUE(before);
+    const uint64_t pass_before = class_counter(*before, "default", "pass_packets");
+    const uint64_t drop_before = class_counter(*before, "default", "drop_packets");
+    EXPECT_GT(drop_before, 0u) << "the warm-up was not limited";
+
+    signal_daemon(SIGKILL);
+    const auto orphan = traffic({kGreedy}, kSeconds);
+    ASSERT_TRUE(orphan);
+    ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*orphan));
+    check_limited(*orphan, "greedy with sluiced killed", kDefaultRate);
+
+    ASSERT_NO_FATAL_FAILURE(start_daemon());
+    const auto s = status();
+    ASSERT_TRUE(s);
+    EXPECT_EQ((*s)["policy"]["version"], version);
+    const json sl0 = sl0_status(*s);
+    ASSERT_TRUE(sl0.is_object()) << "sl0 missing after the restart: " << s->dump();
+    EXPECT_EQ(sl0.value("active_version", json()), version);
+
+    const auto adopted = stats();
+    ASSERT_TRUE(adopted);
+    const uint64_t pass_adopted = class_counter(*adopted, "default", "pass_packets");
+    const uint64_t drop_adopted = class_counter(*adopted, "default", "drop_packets");
+    figure_line("counters", "default class pass/drop before kill " + std::to_string(pass_before) + "/" +
+                                std::to_string(drop_before) + ", after restart " + std::to_string(pass_adopted) + "/" +
+                                std::to_string(drop_adopted) + "; orphan run received " +
+                                std::to_string(orphan->flow("greedy").received));
+    // Continued, not reset: what the orphaned program decided is in them.
+    EXPECT_GE(pass_adopted, pass_before + orphan->flow("greedy").received);
+    EXPECT_GE(drop_adopted, drop_before + orphan->flow("greedy").sent - orphan->flow("greedy").received);
+
+    const auto again = traffic({kGreedy}, 1.0);
+    ASSERT_TRUE(again);
+    check_limited(*again, "greedy after the restart", kDefaultRate, /*saturated=*/false);
+    const auto grown = stats();
+    ASSERT_TRUE(grown);
+    EXPECT_GT(class_counter(*grown, "default", "pass_packets"), pass_adopted);
+    EXPECT_GT(class_counter(*grown, "default", "drop_packets"), drop_adopted);
+}
+
+// ---- 5. detach ------------------------------------------------------------------------
+
+TEST_F(E2E, DetachLetsTrafficThroughAndRemovesPins) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(start_world());
+    ASSERT_TRUE(push_policy("policy.toml", policy_text()));
+    const std::string sl0_pins = pin_root() + "/sl0";
+    EXPECT_TRUE(std::filesystem::exists(sl0_pins)) << "no pins at " << sl0_pins;
+
+    const ProcResult detached = ctl({"detach", "sl0"});
+    ASSERT_EQ(detached.code, 0) << detached.err;
+    EXPECT_FALSE(std::filesystem::exists(sl0_pins)) << sl0_pins << " is still there after detach";
+
+    const auto s = status();
+    ASSERT_TRUE(s);
+    const auto unprotected = s->value("unprotected", json::array());
+    EXPECT_NE(std::find(unprotected.begin(), unprotected.end(), "sl0"), unprotected.end())
+        << "sl0 not listed as unprotected: " << s->dump();
+
+    const auto r = traffic({kGreedy}, 2.0);
+    ASSERT_TRUE(r);
+    ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*r));
+    const FlowCount& g = r->flow("greedy");
+    figure_line("greedy", "sent " + std::to_string(g.sent) + " received " + std::to_string(g.received));
+    EXPECT_GE(static_cast<double>(g.received), 0.98 * static_cast<double>(g.sent)) << "still limited after detach";
+}
+
+// ---- 6. compare-and-swap --------------------------------------------------------------
+
+TEST_F(E2E, ConcurrentPushesWithIfVersionExactlyOneWins) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(start_world());
+    const auto base = push_policy("policy.toml", policy_text());
+    ASSERT_TRUE(base);
+    const std::string n = std::to_string((*base)["version"].get<uint64_t>());
+    const size_t history_before = history_size();
+
+    const std::string a = write_policy("a.toml", policy_text(700));
+    const std::string b = write_policy("b.toml", policy_text(800));
+    const pid_t pa = start_ctl({"policy", "push", a, "--if-version", n}, "push-a");
+    const pid_t pb = start_ctl({"policy", "push", b, "--if-version", n}, "push-b");
+    const ProcResult ra = finish_ctl(pa, "push-a");
+    const ProcResult rb = finish_ctl(pb, "push-b");
+    figure_line("exits", "a " + std::to_string(ra.code) + " (" + trim(ra.err) + "), b " + std::to_string(rb.code) +
+                             " (" + trim(rb.err) + ")");
+    std::vector<int> codes = {ra.code, rb.code};
+    std::sort(codes.begin(), codes.end());
+    EXPECT_EQ(codes, (std::vector<int>{0, 5})) << "a: " << ra.err << "\nb: " << rb.err;
+    EXPECT_EQ(history_size(), history_before + 1);
+}
+
+// ---- 7. SIGHUP ------------------------------------------------------------------------
+
+TEST_F(E2E, SighupReloadsThePolicyFileOnlyWhenItChanged) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(make_world("policy_file = \"@DIR@/policy.toml\"\n"));
+    const std::string file = write_policy("policy.toml", policy_text());
+    ASSERT_NO_FATAL_FAILURE(start_daemon());
+    const auto first = current_version();
+    ASSERT_TRUE(first) << "the policy_file was not pushed at start";
+    const size_t history_start = history_size();
+    EXPECT_EQ(history_start, 1u);
+
+    // Unchanged: no new version. A reload is quick; 1.5 s is ample.
+    signal_daemon(SIGHUP);
+    std::this_thread::sleep_for(1500ms);
+    EXPECT_EQ(history_size(), history_start) << "an unchanged file made a new version";
+    EXPECT_EQ(current_version(), first);
+
+    // Changed: exactly one new version.
+    write_file(file, policy_text(600));
+    signal_daemon(SIGHUP);
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (history_size() == history_start && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(100ms);
+    std::this_thread::sleep_for(500ms);
+    EXPECT_EQ(history_size(), history_start + 1);
+    const auto second = current_version();
+    ASSERT_TRUE(second);
+    EXPECT_GT(*second, *first);
+    figure_line("versions", "start " + std::to_string(*first) + ", after unchanged SIGHUP " + std::to_string(*first) +
+                                ", after changed SIGHUP " + std::to_string(*second));
+}
+
+// ---- 8. SIGTERM -----------------------------------------------------------------------
+
+TEST_F(E2E, SigtermExitsCleanlyAndLeavesTheLimitInPlace) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(start_world());
+    ASSERT_TRUE(push_policy("policy.toml", policy_text()));
+
+    signal_daemon(SIGTERM);
+    EXPECT_EQ(wait_daemon_exit(10s), 0) << "sluiced did not exit 0 on SIGTERM";
+    EXPECT_TRUE(std::filesystem::exists(pin_root() + "/sl0")) << "pins removed on SIGTERM";
+
+    const auto r = traffic({kGreedy}, 2.0);
+    ASSERT_TRUE(r);
+    ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*r));
+    check_limited(*r, "greedy after SIGTERM", kDefaultRate);
+}
+
+// ---- 9. CLI error paths ---------------------------------------------------------------
+
+TEST_F(E2E, CliErrorsSayWhatToDo) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(start_world());
+
+    // No daemon on that socket: exit 3, and how to start one.
+    const std::string nowhere = dir() + "/nobody-here.sock";
+    const ProcResult r = run({binary_from_env("SLUICECTL"), "--socket", nowhere, "status"}, dir() + "/nowhere", 30s);
+    figure_line("no daemon", "exit " + std::to_string(r.code) + ", stderr: " + r.err);
+    EXPECT_EQ(r.code, 3);
+    EXPECT_NE(r.err.find(nowhere), std::string::npos) << "the message does not name the socket";
+    EXPECT_TRUE(r.err.find("start") != std::string::npos && r.err.find("sluiced") != std::string::npos)
+        << "the message does not say how to start sluiced";
+
+    // A policy file that does not exist: a clear error naming it.
+    const std::string missing = dir() + "/no-such-policy.toml";
+    const ProcResult m = ctl({"policy", "push", missing});
+    figure_line("missing file", "exit " + std::to_string(m.code) + ", stderr: " + m.err);
+    EXPECT_NE(m.code, 0);
+    EXPECT_NE(m.code, 3) << "not a connection problem";
+    EXPECT_NE(m.err.find(missing), std::string::npos) << "the message does not name the file";
+    EXPECT_NE(m.err.find("No such file"), std::string::npos) << "the message does not say what is wrong with it";
+    EXPECT_EQ(history_size(), 0u) << "something was pushed";
+}
+
+}  // namespace
+}  // namespace sluice::test
