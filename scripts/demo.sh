@@ -205,6 +205,9 @@ while kill -0 "$traffic_pid" 2>/dev/null; do
     echo
     echo "sluice-traffic: per source, as the receiver counts"
     if [[ -s $live_file ]]; then sed 's/^/  /' "$live_file"; else echo "  (first figures after one second)"; fi
+    echo
+    echo "sluicectl top -n 3: the sources dropped most, from sampled drop events"
+    ctl top -n 3 2>&1 | sed 's/^/  /' || true
   ) || true
   printf '%s%s\n' "$clear_screen" "$frame"
 done
