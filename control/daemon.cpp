@@ -635,29 +635,31 @@ Result<json> Daemon::top_json(const json& args) {
                              "argument \"n\" must be in 1.." + std::to_string(kMaxTopSources), "n");
     const auto names = class_names();
     const double now = monotonic_s();
-    double total = 0;
-    std::vector<std::pair<double, json>> ranked;
+    double total_rate = 0, total_decayed = 0;
+    std::vector<std::pair<double, json>> ranked;  // by decayed drops, as each interface ranks
     for (const auto& [name, interface] : interfaces_) {
-        total += interface->hot_sources.total_drops_per_second(now);
+        total_rate += interface->hot_sources.total_drops_per_second(now);
+        total_decayed += interface->hot_sources.decayed_drops_total(now);
         for (const HotSource& source : interface->hot_sources.top(n, now)) {
-            ranked.emplace_back(source.drops_per_second, json{{"interface", name},
-                                                              {"source", source_address(source.key)},
-                                                              {"class", class_label(names, source.key.class_id)},
-                                                              {"class_id", source.key.class_id},
-                                                              {"drops_per_second", source.drops_per_second},
-                                                              {"error_per_second", source.error_per_second}});
+            ranked.emplace_back(source.decayed_drops, json{{"interface", name},
+                                                           {"source", source_address(source.key)},
+                                                           {"class", class_label(names, source.key.class_id)},
+                                                           {"class_id", source.key.class_id},
+                                                           {"drops_per_second", source.drops_per_second},
+                                                           {"error_per_second", source.error_per_second}});
         }
     }
     std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     json sources = json::array();
-    for (auto& [rate, entry] : ranked) {
+    for (auto& [decayed, entry] : ranked) {
         if (sources.size() == n) break;
-        // The share of all drops on every interface, not only the entry's own.
-        entry["share"] = total > 0 ? rate / total : 0.0;
+        // The share of all (decayed) drops on every interface, not only the entry's own.
+        entry["share"] = total_decayed > 0 ? decayed / total_decayed : 0.0;
         sources.push_back(std::move(entry));
     }
-    return json{
-        {"total_drops_per_second", total}, {"tau_s", HotSources::kDefaultTauSeconds}, {"sources", std::move(sources)}};
+    return json{{"total_drops_per_second", total_rate},
+                {"tau_s", HotSources::kDefaultTauSeconds},
+                {"sources", std::move(sources)}};
 }
 
 void Daemon::register_handlers() {

@@ -77,7 +77,7 @@ std::vector<HotSource> HotSources::top(size_t k, double now_s, double min_rate) 
     for (const Entry& entry : entries_) order.push_back(&entry);
     std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) { return a->count > b->count; });
     const double decay = 1.0 / boost(now_s);
-    const double total = total_drops_per_second(now_s);
+    const double total = decayed_drops_total(now_s);
     std::vector<HotSource> out;
     for (const Entry* entry : order) {
         if (out.size() == k) break;
@@ -85,11 +85,14 @@ std::vector<HotSource> HotSources::top(size_t k, double now_s, double min_rate) 
         const double rate = entry->count * decay / span;
         // Mostly inherited from displaced sources: nothing says it stands out.
         if (rate < min_rate || entry->error * 2 > entry->count) continue;
-        out.push_back(
-            HotSource{entry->key, rate, total > 0 ? std::min(rate / total, 1.0) : 0, entry->error * decay / span});
+        out.push_back(HotSource{entry->key, rate, entry->count * decay,
+                                total > 0 ? std::min(entry->count * decay / total, 1.0) : 0,
+                                entry->error * decay / span});
     }
     return out;
 }
+
+double HotSources::decayed_drops_total(double now_s) const { return started_ ? total_ / boost(now_s) : 0.0; }
 
 double HotSources::total_drops_per_second(double now_s) const {
     return started_ ? total_ / boost(now_s) / window(start_, now_s) : 0.0;

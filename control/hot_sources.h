@@ -30,7 +30,8 @@ namespace sluice {
 struct HotSource {
     sluice_source_key key{};
     double drops_per_second = 0;  // decayed count / decayed window since first seen
-    double share = 0;             // of all decayed drops seen, 0..1
+    double decayed_drops = 0;     // the count top() ranks by: drops, each weighted by e^(-age / tau)
+    double share = 0;             // decayed_drops / decayed_drops_total(): 0..1, summing to at most 1
     double error_per_second = 0;  // how much of drops_per_second may belong to sources it displaced
 };
 
@@ -49,6 +50,8 @@ class HotSources {
     std::vector<HotSource> top(size_t k, double now_s, double min_rate = 0.01) const;
     // Decayed drops per second over every source, tracked or not.
     double total_drops_per_second(double now_s) const;
+    // Decayed drops over every source, tracked or not.
+    double decayed_drops_total(double now_s) const;
     size_t tracked() const { return entries_.size(); }
 
   private:

@@ -96,7 +96,7 @@ TEST(HotSources, MemoryIsBoundedAndHeavyHittersAreFoundAmongNoise) {
     ASSERT_EQ(top.size(), 1u);
     EXPECT_EQ(top[0].key.addr[3], 7);
     EXPECT_GT(top[0].share, 0.15);
-    EXPECT_LT(top[0].share - top[0].error_per_second / hot.total_drops_per_second(20), 0.25);
+    EXPECT_LT(top[0].share, 0.25);
 }
 
 TEST(HotSources, ManyEqualSourcesReportNoneAsHot) {

@@ -65,7 +65,7 @@ DaemonSnapshot snapshot_with_traffic() {
     key.class_id = 1;
     key.family = SLUICE_FAMILY_IPV4;
     key.addr[0] = 10, key.addr[1] = 2, key.addr[3] = 1;
-    sl0.hot_sources.push_back(HotSource{key, 1234.5, 0.9, 0});
+    sl0.hot_sources.push_back(HotSource{key, 1234.5, 12345, 0.9, 0});
     snapshot.interfaces.push_back(sl0);
     return snapshot;
 }
