@@ -130,8 +130,7 @@ TEST(Lease, ExpiredLeaseIsNotSpentAndGoesBack) {
 
 TEST(Lease, RefusalBacksOffWithoutTheLockUntilOnePacketIsEarned) {
     Cluster c(lease_level(1'000, 4, 2, 1), 2);  // one packet per ms
-    for (int i = 0; i < 4; i++)
-        ASSERT_EQ(c.offer(i % 2, 64, kT0).verdict, SLUICE_VERDICT_PASS);
+    for (int i = 0; i < 4; i++) ASSERT_EQ(c.offer(i % 2, 64, kT0).verdict, SLUICE_VERDICT_PASS);
     ASSERT_EQ(c.offer(0, 64, kT0).verdict, SLUICE_VERDICT_DROP);
     EXPECT_EQ(c.shared.retry_at_ns, kT0 + 1'000'000);
     // A flood from both CPUs inside the back-off never touches the lock.

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <string>
 
-#include "version_store.h"
 #include "policy_texts.h"
+#include "version_store.h"
 
 namespace sluice::test {
 namespace {
