@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "e2e_fixture.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -94,6 +98,7 @@ void SluiceE2E::teardown() {
 
 std::string SluiceE2E::pin_root() const { return pins_ ? pins_->path() : std::string(); }
 std::string SluiceE2E::netns_path() const { return netns_ ? netns_->path() : std::string(); }
+std::string SluiceE2E::netns_name() const { return netns_ ? netns_->name() : std::string(); }
 
 void SluiceE2E::make_world(const std::string& extra_config) {
     suffix_ = unique_suffix();
@@ -254,6 +259,92 @@ uint64_t SluiceE2E::stat_counter(const json& stats, const std::string& stat) {
     const json sl0 = interface_stats(stats, "sl0");
     if (!sl0.is_object() || !sl0.contains("stats")) return 0;
     return sl0["stats"].value(stat, uint64_t{0});
+}
+
+// ---- other processes and HTTP inside the namespace ----------------------------------
+
+pid_t SluiceE2E::start_in_netns(const std::vector<std::string>& argv, const std::string& scratch_name) {
+    write_file(scratch(scratch_name + ".cmd"), join_argv(argv));
+    const pid_t pid = spawn(argv, SpawnOptions{.stdout_path = scratch(scratch_name + ".out"),
+                                               .stderr_path = scratch(scratch_name + ".err"),
+                                               .netns_path = netns_path(),
+                                               .append = false});
+    if (pid > 0) running_.insert(pid);
+    return pid;
+}
+
+int SluiceE2E::stop_child(pid_t pid, int sig, std::chrono::milliseconds timeout) {
+    if (pid <= 0) return -1;
+    kill(pid, sig);
+    const int code = wait_exit(pid, timeout);
+    running_.erase(pid);
+    return code;
+}
+
+SluiceE2E::HttpResponse SluiceE2E::http_get(int port, const std::string& target, std::chrono::milliseconds timeout) {
+    HttpResponse response;
+    const std::string ns = netns_name();
+    // Only the socket has to be made inside the namespace; a thread of its
+    // own keeps the test's main thread (which forks the children) where it is.
+    std::thread worker([&] {
+        const EnterNamespace inside(ns);
+        if (!inside.ok()) {
+            response.error = "cannot enter network namespace " + ns + ": " + std::strerror(errno);
+            return;
+        }
+        const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            response.error = std::string("socket: ") + std::strerror(errno);
+            return;
+        }
+        // Bounds connect, each send and each recv; the deadline bounds the whole.
+        timeval tv{};
+        tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+        tv.tv_usec = static_cast<suseconds_t>(timeout.count() % 1000 * 1000);
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_port = htons(static_cast<uint16_t>(port));
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        std::string raw;
+        if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+            response.error = "connect to 127.0.0.1:" + std::to_string(port) + ": " + std::strerror(errno);
+        } else {
+            // HTTP/1.0 without keep-alive: the server closes after the body,
+            // so reading to EOF is the whole response, never chunked.
+            const std::string request =
+                "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n\r\n";
+            size_t sent = 0;
+            while (sent < request.size()) {
+                const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+                if (n <= 0) break;
+                sent += static_cast<size_t>(n);
+            }
+            char buffer[16384];
+            while (sent == request.size() && std::chrono::steady_clock::now() < deadline) {
+                const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+                if (n <= 0) {
+                    if (n < 0 && errno == EINTR) continue;
+                    if (n < 0) response.error = std::string("recv: ") + std::strerror(errno);
+                    break;
+                }
+                raw.append(buffer, static_cast<size_t>(n));
+            }
+            if (sent != request.size()) response.error = std::string("send: ") + std::strerror(errno);
+        }
+        close(fd);
+        const size_t head_end = raw.find("\r\n\r\n");
+        if (raw.rfind("HTTP/1.", 0) == 0 && raw.size() > 12 && head_end != std::string::npos) {
+            response.status = std::atoi(raw.c_str() + 9);
+            response.body = raw.substr(head_end + 4);
+        } else if (response.error.empty()) {
+            response.error = "not an HTTP response (" + std::to_string(raw.size()) + " bytes): " + raw.substr(0, 200);
+        }
+    });
+    worker.join();
+    return response;
 }
 
 // ---- traffic --------------------------------------------------------------------------

@@ -98,12 +98,15 @@ class SluiceE2E : public ::testing::Test {
     int wait_daemon_exit(std::chrono::milliseconds timeout);
     bool daemon_running() const { return daemon_pid_ > 0; }
 
+    pid_t daemon_pid() const { return daemon_pid_; }
+
     const std::string& dir() const { return dir_; }
     std::string socket_path() const { return dir_ + "/sluiced.sock"; }
     std::string config_path() const { return dir_ + "/sluiced.toml"; }
     std::string log_path() const { return dir_ + "/sluiced.log"; }
     std::string pin_root() const;  // bpffs_dir
     std::string netns_path() const;
+    std::string netns_name() const;
 
     // ---- sluicectl ----------------------------------------------------------------
 
@@ -139,6 +142,24 @@ class SluiceE2E : public ::testing::Test {
     // The same in the background: start, do things, finish.
     pid_t start_traffic(const std::vector<Flow>& flows, double seconds, const std::string& scratch_name);
     std::optional<TrafficReport> finish_traffic(pid_t pid, double seconds, const std::string& scratch_name);
+
+    // ---- other processes and HTTP inside the namespace ------------------------------
+
+    // Starts argv (argv[0] a path) in the namespace with stdout/stderr to
+    // <dir>/<scratch_name>.out/.err. Teardown kills it if it still runs.
+    pid_t start_in_netns(const std::vector<std::string>& argv, const std::string& scratch_name);
+    // Sends `sig`, waits up to `timeout` (then SIGKILL); the exit code as wait_exit.
+    int stop_child(pid_t pid, int sig, std::chrono::milliseconds timeout);
+
+    struct HttpResponse {
+        int status = -1;  // -1: no response; `error` says why
+        std::string body;
+        std::string error;
+    };
+    // HTTP/1.0 GET http://127.0.0.1:<port><target> from inside the namespace
+    // (the daemon's metrics and the test's Prometheus listen on its loopback).
+    HttpResponse http_get(int port, const std::string& target,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
   private:
     void teardown();
