@@ -10,7 +10,6 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -173,8 +172,8 @@ Status prepare_bpffs_dir(const std::string& dir) {
     return ok_status();
 }
 
-Daemon::Daemon(DaemonConfig config, std::unique_ptr<PolicyService> policy, ControlServer server, uint32_t cpus)
-    : config_(std::move(config)), policy_(std::move(policy)), server_(std::move(server)), cpus_(cpus) {
+Daemon::Daemon(DaemonConfig config, std::unique_ptr<PolicyService> policy, ControlServer server)
+    : config_(std::move(config)), policy_(std::move(policy)), server_(std::move(server)) {
     started_unix_s_ = static_cast<int64_t>(std::time(nullptr));
 }
 
@@ -213,8 +212,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(DaemonConfig config) {
 
     auto policy =
         std::make_unique<PolicyService>(std::move(store.value()), PolicyLoadOptions{static_cast<uint32_t>(cpus)});
-    std::unique_ptr<Daemon> daemon(
-        new Daemon(std::move(config), std::move(policy), std::move(server.value()), static_cast<uint32_t>(cpus)));
+    std::unique_ptr<Daemon> daemon(new Daemon(std::move(config), std::move(policy), std::move(server.value())));
     daemon->register_handlers();
 
     daemon->bpf_stats_ = UniqueFd(bpf_enable_stats(BPF_STATS_RUN_TIME));

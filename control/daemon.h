@@ -71,7 +71,7 @@ class Daemon {
         HotSources hot_sources;
     };
 
-    Daemon(DaemonConfig config, std::unique_ptr<PolicyService> policy, ControlServer server, uint32_t cpus);
+    Daemon(DaemonConfig config, std::unique_ptr<PolicyService> policy, ControlServer server);
 
     Status adopt_pinned_interfaces();
     Status attach_configured_interfaces();
@@ -95,7 +95,6 @@ class Daemon {
     DaemonConfig config_;
     std::unique_ptr<PolicyService> policy_;  // not movable: it holds a mutex
     ControlServer server_;
-    uint32_t cpus_;
     std::map<std::string, std::unique_ptr<Interface>> interfaces_;
     Clock::time_point started_ = Clock::now();
     int64_t started_unix_s_ = 0;
