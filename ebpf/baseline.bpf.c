@@ -6,6 +6,8 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
+#include "bench_sources.h" /* off unless sluice-bench sets it, as in sluice */
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -19,7 +21,7 @@ int baseline_xdp(struct xdp_md *ctx)
 	__u32 zero = 0;
 	__u64 *drops = bpf_map_lookup_elem(&baseline_drops, &zero);
 
-	(void)ctx;
+	bench_spread_source(ctx);
 	if (drops)
 		(*drops)++;
 	return XDP_DROP;

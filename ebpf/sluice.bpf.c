@@ -28,6 +28,7 @@
 #define SLUICE_SHARED_LOCK(shared) bpf_spin_lock(&(shared)->lock)
 #define SLUICE_SHARED_UNLOCK(shared) bpf_spin_unlock(&(shared)->lock)
 #include "sluice/decide.h"
+#include "bench_sources.h" /* off unless sluice-bench sets it */
 
 /* ---- load-time switches (set through the skeleton before load) ----------- */
 
@@ -311,6 +312,7 @@ int sluice_xdp(struct xdp_md *ctx)
 	__u32 zero = 0, slot, class_id, class_index;
 	__u32 *active;
 
+	bench_spread_source(ctx);
 	/* The one read of the active slot: everything below uses `slot`. */
 	active = bpf_map_lookup_elem(&sluice_active, &zero);
 	if (!active)

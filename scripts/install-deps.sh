@@ -15,6 +15,9 @@ packages=(
   prometheus-cpp-dev
   # the metrics test scrapes sluiced with a real Prometheus and lints with promtool
   prometheus
+  # sluice-bench veth: the nftables and iptables (hashlimit) receivers it compares against, ethtool
+  # (GRO gives their veth the NAPI that redirected frames need), and the plot
+  nftables iptables ethtool gnuplot-nox
 )
 
 missing=()

@@ -1,0 +1,785 @@
+// SPDX-License-Identifier: Apache-2.0
+// sluice-bench veth: packets per second end to end on a veth pair, for four
+// receivers in turn on the same traffic: Sluice (native XDP), the baseline
+// (XDP_DROP), an nftables netdev-ingress per-source meter and iptables
+// hashlimit, all at the same per-source rate and bucket depth.
+//
+// Topology, created here and removed on every exit (Ctrl-C included):
+//   netns sluice-bench-<pid>-tx: veth sb<pid>t, the generator's way out
+//   netns sluice-bench-<pid>-rx: veth sb<pid>r, 198.18.0.1/24, the receiver
+// The generator (ebpf/trafficgen.bpf.c) runs under BPF_PROG_TEST_RUN with
+// BPF_F_TEST_XDP_LIVE_FRAMES and redirects every frame into sb<pid>t. The
+// receiver runs on the same CPU, in the softirq that follows each batch of
+// 64 frames: sender and receiver take turns, so no frame is lost to a
+// receiver that was asleep, and the pps is what one CPU does for both. (With
+// the receiver's NAPI in a thread on the other CPU, this VM lost up to 90%
+// of the frames while that thread sat idle waiting to be woken.) The
+// receiver's share is the CPU's softirq time (/proc/stat), per packet.
+#include <bpf/bpf.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/if_link.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include "bench_subcommands.h"
+#include "common/packet_builder.h"
+#include "trafficgen.skel.h"
+
+namespace sluice::bench {
+namespace {
+
+constexpr const char* kRxAddress = "198.18.0.1";  // RFC 2544 benchmarking range
+constexpr uint32_t kSourceBase = 0x0a000000;      // sources are 10.0.0.0 + index
+
+// ---- commands -----------------------------------------------------------------
+
+// Runs a shell command; its output (stdout and stderr) on success, or an
+// error quoting the command and what it said.
+Result<std::string> capture(const std::string& command) {
+    FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+    if (pipe == nullptr) return Error{"cannot run " + command + ": " + std::strerror(errno)};
+    std::string output;
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) output.append(buf, n);
+    const int status = pclose(pipe);
+    if (status != 0) return Error{"`" + command + "` failed: " + output};
+    return output;
+}
+
+Status run(const std::string& command) {
+    auto out = capture(command);
+    if (!out) return out.error();
+    return ok_status();
+}
+
+// Cleanup from destructors: a failure is reported, never thrown away silently.
+void cleanup(const std::string& command) {
+    if (auto out = capture(command); !out)
+        std::fprintf(stderr, "sluice-bench: cleanup: %s\n", out.error().message.c_str());
+}
+
+Status require_tool(const std::string& tool) {
+    if (capture("command -v " + tool)) return ok_status();
+    return Error{tool + " is not installed: run scripts/install-deps.sh as root"};
+}
+
+// ---- namespaces -------------------------------------------------------------
+
+// A named network namespace, deleted (with every link, address, nftables
+// table and iptables rule inside it) when dropped.
+class Netns {
+  public:
+    static Result<std::unique_ptr<Netns>> create(const std::string& name) {
+        if (auto status = run("ip netns add " + name); !status) return status.error();
+        return std::unique_ptr<Netns>(new Netns(name));
+    }
+    ~Netns() { cleanup("ip netns del " + name_); }
+    Netns(const Netns&) = delete;
+    Netns& operator=(const Netns&) = delete;
+    const std::string& name() const { return name_; }
+    std::string exec(const std::string& command) const { return "ip netns exec " + name_ + " " + command; }
+
+  private:
+    explicit Netns(std::string name) : name_(std::move(name)) {}
+    std::string name_;
+};
+
+// Moves the calling thread into a namespace, and back when dropped.
+class InNetns {
+  public:
+    static Result<std::unique_ptr<InNetns>> enter(const Netns& ns) {
+        std::unique_ptr<InNetns> scope(new InNetns());
+        scope->saved_ = UniqueFd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+        UniqueFd target(::open(("/var/run/netns/" + ns.name()).c_str(), O_RDONLY | O_CLOEXEC));
+        if (!scope->saved_.valid() || !target.valid() || setns(target.get(), CLONE_NEWNET) != 0)
+            return Error{"cannot enter network namespace " + ns.name() + ": " + std::strerror(errno)};
+        return scope;
+    }
+    ~InNetns() {
+        if (saved_.valid() && setns(saved_.get(), CLONE_NEWNET) != 0)
+            std::fprintf(stderr, "sluice-bench: cannot return to the original network namespace: %s\n",
+                         std::strerror(errno));
+    }
+
+  private:
+    InNetns() = default;
+    UniqueFd saved_;
+};
+
+// Namespaces of runs that died without cleaning up (SIGKILL): their pid is
+// in the name, and that process is gone.
+void remove_stale_namespaces() {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/var/run/netns", ec)) {
+        const std::string name = entry.path().filename();
+        if (name.rfind("sluice-bench-", 0) != 0) continue;
+        const long pid = std::strtol(name.c_str() + std::strlen("sluice-bench-"), nullptr, 10);
+        if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) cleanup("ip netns del " + name);
+    }
+}
+
+struct Link {
+    int ifindex = 0;
+    test::PacketBuilder::Mac mac{};
+};
+
+Result<Link> link_of(const Netns& ns, const std::string& dev) {
+    auto out = capture("ip -n " + ns.name() + " -j link show dev " + dev);
+    if (!out) return out.error();
+    const auto links = Json::parse(out.value(), nullptr, false);
+    if (!links.is_array() || links.empty()) return Error{"cannot read link " + dev + " in " + ns.name()};
+    Link link;
+    link.ifindex = links[0].value("ifindex", 0);
+    unsigned m[6];
+    if (std::sscanf(links[0].value("address", "").c_str(), "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4],
+                    &m[5]) != 6)
+        return Error{"cannot read the MAC address of " + dev};
+    for (int i = 0; i < 6; ++i) link.mac[i] = static_cast<uint8_t>(m[i]);
+    return link;
+}
+
+// ---- the receiving CPU --------------------------------------------------------
+
+// One CPU's time from /proc/stat, in USER_HZ ticks: busy (not idle), and
+// the part spent in softirq (where the receiving veth's NAPI poll runs).
+struct CpuTicks {
+    uint64_t total = 0;
+    uint64_t softirq = 0;
+};
+
+Result<CpuTicks> cpu_ticks(int cpu) {
+    std::ifstream stat("/proc/stat");
+    const std::string prefix = "cpu" + std::to_string(cpu) + " ";
+    for (std::string line; std::getline(stat, line);) {
+        if (line.rfind(prefix, 0) != 0) continue;
+        std::istringstream fields(line.substr(prefix.size()));
+        // user nice system idle iowait irq softirq steal
+        uint64_t v[8] = {};
+        for (uint64_t& x : v) fields >> x;
+        CpuTicks ticks;
+        for (const uint64_t x : v) ticks.total += x;
+        ticks.total -= v[3] + v[4];
+        ticks.softirq = v[6];
+        return ticks;
+    }
+    return Error{"/proc/stat has no line for CPU " + std::to_string(cpu)};
+}
+
+// ---- receivers ----------------------------------------------------------------
+
+struct Counts {
+    uint64_t decided = 0;   // packets the receiver's limiter (or drop) saw
+    uint64_t admitted = 0;  // of which it let through
+    uint64_t bpf_runs = 0;  // XDP receivers: program runs and their time
+    uint64_t bpf_run_ns = 0;
+};
+
+struct Limit {
+    uint64_t rate;   // packets per second per source
+    uint64_t burst;  // bucket depth in packets
+};
+
+class Receiver {
+  public:
+    virtual ~Receiver() = default;
+    virtual Result<Counts> read() = 0;
+};
+
+Result<std::pair<uint64_t, uint64_t>> bpf_run_stats(int prog_fd) {
+    bpf_prog_info info{};
+    __u32 len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) != 0)
+        return Error{std::string("reading program run statistics: ") + std::strerror(errno)};
+    return std::pair<uint64_t, uint64_t>{info.run_cnt, info.run_time_ns};
+}
+
+Result<UniqueFd> attach_xdp(const Netns& rx, int ifindex, int prog_fd) {
+    auto scope = InNetns::enter(rx);
+    if (!scope) return scope.error();
+    // A link detaches when its fd closes: no program outlives the bench.
+    LIBBPF_OPTS(bpf_link_create_opts, opts, .flags = XDP_FLAGS_DRV_MODE);
+    UniqueFd link(bpf_link_create(prog_fd, ifindex, BPF_XDP, &opts));
+    if (!link.valid())
+        return Error{std::string("attaching XDP (native) to the receiving veth: ") + std::strerror(errno)};
+    return link;
+}
+
+class BaselineReceiver : public Receiver {
+  public:
+    static Result<std::unique_ptr<Receiver>> create(const Netns& rx, int ifindex) {
+        std::unique_ptr<BaselineReceiver> r(new BaselineReceiver());
+        auto program = BaselineProgram::load(0);
+        if (!program) return program.error();
+        r->program_ = std::move(program.value());
+        auto drops = program_map_fd(r->program_->fd(), "baseline_drops");
+        if (!drops) return drops.error();
+        r->drops_ = std::move(drops.value());
+        auto link = attach_xdp(rx, ifindex, r->program_->fd());
+        if (!link) return link.error();
+        r->link_ = std::move(link.value());
+        return std::unique_ptr<Receiver>(std::move(r));
+    }
+    Result<Counts> read() override {
+        Counts counts;
+        std::vector<uint64_t> per_cpu(static_cast<size_t>(libbpf_num_possible_cpus()));
+        const uint32_t zero = 0;
+        if (bpf_map_lookup_elem(drops_.get(), &zero, per_cpu.data()) != 0)
+            return Error{std::string("reading baseline_drops: ") + std::strerror(errno)};
+        for (const uint64_t n : per_cpu) counts.decided += n;
+        auto stats = bpf_run_stats(program_->fd());
+        if (!stats) return stats.error();
+        counts.bpf_runs = stats.value().first;
+        counts.bpf_run_ns = stats.value().second;
+        return counts;
+    }
+
+  private:
+    std::unique_ptr<BaselineProgram> program_;
+    UniqueFd drops_, link_;  // the link last: it detaches first
+};
+
+class SluiceReceiver : public Receiver {
+  public:
+    static Result<std::unique_ptr<Receiver>> create(const Netns& rx, int ifindex, const Limit& limit,
+                                                    uint32_t sources) {
+        std::unique_ptr<SluiceReceiver> r(new SluiceReceiver());
+        XdpOptions options;
+        // Room for every source twice over: LRU never evicts a live one.
+        options.source_capacity = std::max<uint32_t>(1u << 18, sources * 2);
+        auto dp = XdpDataplane::open(options);
+        if (!dp) return Error{"loading ebpf/sluice.bpf.c: " + dp.error().message};
+        r->dp_ = std::move(dp.value());
+        // Lease, the default: one receiving CPU sees every packet, and split
+        // mode would give it rate/N.
+        auto policy = single_class_policy(limit.rate, limit.burst, Accuracy::lease, r->dp_->possible_cpus());
+        if (!policy) return policy.error();
+        if (auto status = r->dp_->apply(policy.value()); !status) return status.error();
+        auto scope = InNetns::enter(rx);
+        if (!scope) return scope.error();
+        if (auto status = r->dp_->attach(ifindex, XdpMode::native); !status) return status.error();
+        return std::unique_ptr<Receiver>(std::move(r));
+    }
+    Result<Counts> read() override {
+        Counts counts;
+        auto counters = dp_->counters();
+        if (!counters) return counters.error();
+        for (uint32_t i = 0; i < counters.value().size(); ++i) {
+            const uint64_t packets = counters.value()[i].packets;
+            counts.decided += packets;
+            // The index is (class * verdicts + verdict) * reasons + reason.
+            if ((i / SLUICE_REASON_COUNT) % SLUICE_VERDICT_COUNT == SLUICE_VERDICT_PASS) counts.admitted += packets;
+        }
+        auto stats = bpf_run_stats(dp_->program_fd());
+        if (!stats) return stats.error();
+        counts.bpf_runs = stats.value().first;
+        counts.bpf_run_ns = stats.value().second;
+        return counts;
+    }
+
+  private:
+    std::unique_ptr<XdpDataplane> dp_;  // detaches its (unpinned) link when dropped
+};
+
+// GRO on the receiving veth: without an XDP program that is what gives it
+// the NAPI instance redirected frames are queued to.
+Status set_gro(const Netns& rx, const std::string& dev, bool on) {
+    return run(rx.exec("ethtool -K " + dev + " gro " + (on ? "on" : "off")));
+}
+
+class NftReceiver : public Receiver {
+  public:
+    static Result<std::unique_ptr<Receiver>> create(const Netns& rx, const std::string& dev, const Limit& limit,
+                                                    uint32_t sources) {
+        std::unique_ptr<NftReceiver> r(new NftReceiver(rx, dev));
+        if (auto status = set_gro(rx, dev, true); !status) return status.error();
+        std::ostringstream script;
+        script << "table netdev sluice_bench {\n"
+               << "  set sources { type ipv4_addr; size " << std::max<uint64_t>(65536, uint64_t{sources} * 2)
+               << "; flags dynamic; }\n"
+               << "  chain ingress {\n"
+               << "    type filter hook ingress device " << dev << " priority 0; policy accept;\n"
+               << "    update @sources { ip saddr limit rate over " << limit.rate << "/second burst " << limit.burst
+               << " packets } counter drop\n"
+               << "    ip saddr != 0.0.0.0 counter accept\n"
+               << "  }\n"
+               << "}\n";
+        const std::string path = "/tmp/sluice-bench-" + std::to_string(getpid()) + ".nft";
+        {
+            std::ofstream file(path);
+            file << script.str();
+        }
+        auto loaded = run(rx.exec("nft -f " + path));
+        std::remove(path.c_str());
+        if (!loaded) return loaded.error();
+        r->loaded_ = true;
+        return std::unique_ptr<Receiver>(std::move(r));
+    }
+    ~NftReceiver() override {
+        if (loaded_) cleanup(rx_.exec("nft delete table netdev sluice_bench"));
+        cleanup(rx_.exec("ethtool -K " + dev_ + " gro off"));
+    }
+    Result<Counts> read() override {
+        auto out = capture(rx_.exec("nft -j list chain netdev sluice_bench ingress"));
+        if (!out) return out.error();
+        const auto doc = Json::parse(out.value(), nullptr, false);
+        if (doc.is_discarded()) return Error{"nft -j printed something that is not JSON"};
+        std::vector<uint64_t> rule_packets;  // the counter of each rule, in order
+        for (const auto& item : doc.value("nftables", Json::array())) {
+            if (!item.contains("rule")) continue;
+            for (const auto& expr : item["rule"].value("expr", Json::array()))
+                if (expr.contains("counter")) rule_packets.push_back(expr["counter"].value("packets", uint64_t{0}));
+        }
+        if (rule_packets.size() != 2) return Error{"expected two counted rules in the nftables chain"};
+        Counts counts;
+        counts.decided = rule_packets[0] + rule_packets[1];
+        counts.admitted = rule_packets[1];
+        return counts;
+    }
+
+  private:
+    NftReceiver(const Netns& rx, std::string dev) : rx_(rx), dev_(std::move(dev)) {}
+    const Netns& rx_;
+    std::string dev_;
+    bool loaded_ = false;
+};
+
+class IptablesReceiver : public Receiver {
+  public:
+    static Result<std::unique_ptr<Receiver>> create(const Netns& rx, const std::string& dev, const Limit& limit,
+                                                    uint32_t sources) {
+        std::unique_ptr<IptablesReceiver> r(new IptablesReceiver(rx, dev));
+        if (auto status = set_gro(rx, dev, true); !status) return status.error();
+        // raw PREROUTING: the earliest iptables hook, before connection
+        // tracking, where a per-source flood limit belongs. hashlimit's bucket
+        // holds `burst` packets; its table takes at most 2^20 entries.
+        const std::string match = " -i " + dev + " -p udp";
+        const uint64_t table = std::min<uint64_t>(1u << 20, std::max<uint64_t>(65536, uint64_t{sources} * 2));
+        r->rules_ = {match + " -m hashlimit --hashlimit-name sluice_bench --hashlimit-mode srcip --hashlimit-above " +
+                         std::to_string(limit.rate) + "/sec --hashlimit-burst " + std::to_string(limit.burst) +
+                         " --hashlimit-htable-size " + std::to_string(table) + " --hashlimit-htable-max " +
+                         std::to_string(table) + " -j DROP",
+                     match + " -j ACCEPT"};
+        for (const auto& rule : r->rules_) {
+            if (auto status = run(rx.exec("iptables -w -t raw -A PREROUTING" + rule)); !status) return status.error();
+            r->added_++;
+        }
+        return std::unique_ptr<Receiver>(std::move(r));
+    }
+    ~IptablesReceiver() override {
+        for (size_t i = 0; i < added_; ++i) cleanup(rx_.exec("iptables -w -t raw -D PREROUTING" + rules_[i]));
+        cleanup(rx_.exec("ethtool -K " + dev_ + " gro off"));
+    }
+    Result<Counts> read() override {
+        auto out = capture(rx_.exec("iptables-save -c -t raw"));
+        if (!out) return out.error();
+        std::vector<uint64_t> rule_packets;  // "[packets:bytes] -A PREROUTING ..." in order
+        std::istringstream lines(out.value());
+        for (std::string line; std::getline(lines, line);) {
+            unsigned long long packets = 0, bytes = 0;
+            if (line.find("-A PREROUTING") != std::string::npos &&
+                std::sscanf(line.c_str(), "[%llu:%llu]", &packets, &bytes) == 2)
+                rule_packets.push_back(packets);
+        }
+        if (rule_packets.size() != 2) return Error{"expected two counted rules in raw PREROUTING"};
+        Counts counts;
+        counts.decided = rule_packets[0] + rule_packets[1];
+        counts.admitted = rule_packets[1];
+        return counts;
+    }
+
+  private:
+    IptablesReceiver(const Netns& rx, std::string dev) : rx_(rx), dev_(std::move(dev)) {}
+    const Netns& rx_;
+    std::string dev_;
+    std::vector<std::string> rules_;
+    size_t added_ = 0;
+};
+
+// ---- the generator ------------------------------------------------------------
+
+struct Distribution {
+    std::string name;  // "uniform" or "zipf"
+    uint32_t sources;
+    // Expected share of each source that appears (for the accuracy bound).
+    std::vector<double> shares;
+};
+
+class Generator {
+  public:
+    static Result<std::unique_ptr<Generator>> create(const Link& tx, const Link& rx, Distribution& dist) {
+        std::unique_ptr<Generator> g(new Generator());
+        g->skel_ = trafficgen_bpf::open();
+        if (!g->skel_) return Error{std::string("opening ebpf/trafficgen.bpf.c: ") + std::strerror(errno)};
+        g->skel_->rodata->tg_ifindex = static_cast<uint32_t>(tx.ifindex);
+        g->skel_->rodata->tg_source_base = kSourceBase;
+        std::vector<uint32_t> table;
+        if (dist.name == "zipf" && dist.sources > 1) {
+            // Zipf (s = 1): source k (from 1) has probability (1/k) / H(N).
+            // The table's entries hold source indexes in that proportion,
+            // by inverse CDF at the middle of each entry's slice.
+            const uint32_t entries = std::max<uint32_t>(1u << 16, std::min<uint32_t>(dist.sources, 1u << 22));
+            double harmonic = 0;
+            for (uint32_t k = 1; k <= dist.sources; ++k) harmonic += 1.0 / k;
+            table.resize(entries);
+            double cdf = 0;
+            uint32_t k = 0;
+            for (uint32_t i = 0; i < entries; ++i) {
+                const double target = (i + 0.5) / entries;
+                while (k < dist.sources - 1 && cdf + 1.0 / (k + 1) / harmonic < target) cdf += 1.0 / (++k) / harmonic;
+                table[i] = k;
+            }
+            g->skel_->rodata->tg_zipf_mask = entries - 1;
+            bpf_map__set_max_entries(g->skel_->maps.tg_zipf, entries);
+            std::map<uint32_t, uint32_t> hits;
+            for (const uint32_t source : table) hits[source]++;
+            dist.shares.clear();
+            for (const auto& [source, n] : hits) dist.shares.push_back(static_cast<double>(n) / entries);
+        } else {
+            g->skel_->rodata->tg_source_mask = dist.sources - 1;
+            dist.shares.assign(dist.sources, 1.0 / dist.sources);
+        }
+        if (const int err = trafficgen_bpf::load(g->skel_))
+            return Error{std::string("loading ebpf/trafficgen.bpf.c: ") + std::strerror(-err)};
+        if (!table.empty()) {
+            std::vector<uint32_t> keys(table.size());
+            for (uint32_t i = 0; i < keys.size(); ++i) keys[i] = i;
+            __u32 count = static_cast<__u32>(table.size());
+            if (bpf_map_update_batch(bpf_map__fd(g->skel_->maps.tg_zipf), keys.data(), table.data(), &count, nullptr) !=
+                0)
+                return Error{std::string("filling the Zipf table: ") + std::strerror(errno)};
+        }
+        g->frame_ = test::PacketBuilder()
+                        .eth(rx.mac, tx.mac)
+                        .ipv4("10.0.0.0", kRxAddress)
+                        .udp(1000, 9)  // discard: a closed port
+                        .payload(18)
+                        .build();
+        return g;
+    }
+    ~Generator() { trafficgen_bpf::destroy(skel_); }
+
+    struct Sent {
+        uint64_t frames;
+        double seconds;
+        double cpu_ns;  // the sending thread's CPU time: with the receiver's softirq in it
+    };
+
+    // Sends for `seconds` from a thread in the sender's namespace pinned to
+    // cpu.
+    Result<Sent> send(const Netns& tx, int cpu, double seconds) {
+        Result<Sent> result = Error{"generator did not run"};
+        std::thread sender([&] {
+            auto scope = InNetns::enter(tx);
+            if (!scope) {
+                result = scope.error();
+                return;
+            }
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(cpu, &set);
+            sched_setaffinity(0, sizeof(set), &set);
+            timespec cpu_start{}, cpu_end{};
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_start);
+            const auto start = std::chrono::steady_clock::now();
+            const auto deadline = start + std::chrono::duration<double>(seconds);
+            uint64_t sent = 0;
+            constexpr int kChunk = 1 << 16;  // short calls: Ctrl-C is seen within milliseconds
+            while (std::chrono::steady_clock::now() < deadline && !g_interrupted.load()) {
+                std::vector<uint8_t> data = frame_;
+                LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = data.data(),
+                            .data_size_in = static_cast<uint32_t>(data.size()), .repeat = kChunk,
+                            .flags = BPF_F_TEST_XDP_LIVE_FRAMES, .batch_size = 64);
+                if (bpf_prog_test_run_opts(bpf_program__fd(skel_->progs.trafficgen_xdp), &opts) != 0) {
+                    result = Error{std::string("BPF_PROG_TEST_RUN (live frames) failed: ") + std::strerror(errno)};
+                    return;
+                }
+                sent += kChunk;
+            }
+            const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_end);
+            result = Sent{sent, elapsed,
+                          static_cast<double>(cpu_end.tv_sec - cpu_start.tv_sec) * 1e9 +
+                              static_cast<double>(cpu_end.tv_nsec - cpu_start.tv_nsec)};
+        });
+        sender.join();
+        return result;
+    }
+
+  private:
+    Generator() = default;
+    ::trafficgen_bpf* skel_ = nullptr;
+    std::vector<uint8_t> frame_;
+};
+
+// ---- the run ------------------------------------------------------------------
+
+Result<std::vector<uint64_t>> parse_list(const std::string& text, const std::string& name) {
+    std::vector<uint64_t> values;
+    std::istringstream in(text);
+    for (std::string item; std::getline(in, item, ',');) {
+        char* end = nullptr;
+        const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0') return Error{"--" + name + ": \"" + item + "\" is not a number", name};
+        values.push_back(v);
+    }
+    return values;
+}
+
+// What an exact limiter would have admitted of `decided` packets spread over
+// the sources by their shares, in `seconds`: per source min(its packets,
+// burst + rate * seconds).
+double admission_bound(const Distribution& dist, double decided, const Limit& limit, double seconds) {
+    const double cap = static_cast<double>(limit.burst) + static_cast<double>(limit.rate) * seconds;
+    double bound = 0;
+    for (const double share : dist.shares) bound += std::min(decided * share, cap);
+    return bound;
+}
+
+Status write_plot(const std::string& json_path, const Json& results, const std::vector<std::string>& receivers,
+                  const std::vector<uint64_t>& sources) {
+    if (auto status = require_tool("gnuplot"); !status) return status;
+    std::filesystem::path png = json_path;
+    png.replace_extension(".png");
+    std::filesystem::path data = png;
+    data.replace_extension(".dat");
+    std::ofstream out(data);
+    out << "# sources";
+    for (const auto& r : receivers) out << " " << r;
+    out << "\n";
+    for (const uint64_t n : sources) {
+        out << n;
+        for (const auto& r : receivers) {
+            double mpps = NAN;
+            for (const auto& row : results)
+                if (row["receiver"] == r && row["sources"] == n)
+                    mpps = row["decided_per_cpu_second"].get<double>() / 1e6;
+            out << " " << (std::isnan(mpps) ? std::string("NaN") : fixed(mpps, 4));
+        }
+        out << "\n";
+    }
+    out.close();
+    std::ostringstream script;
+    script << "set terminal pngcairo size 900,560 noenhanced; set output '" << png.string() << "';"
+           << "set title 'sluice-bench veth: packets decided per CPU-second (sender and receiver on one CPU)';"
+           << "set xlabel 'distinct sources'; set ylabel 'decided Mpps per CPU-second'; set logscale x 2; set grid;"
+           << "set key outside right; set yrange [0:*]; set xrange [0.5:"
+           << 2 * *std::max_element(sources.begin(), sources.end()) << "];"
+           << "set xtics (";
+    for (size_t i = 0; i < sources.size(); ++i)
+        script << (i ? ", " : "") << "'" << count_label(sources[i]) << "' " << sources[i];
+    script << ");"
+           << "plot ";
+    for (size_t i = 0; i < receivers.size(); ++i)
+        script << (i ? ", " : "") << "'" << data.string() << "' using 1:" << i + 2 << " with linespoints lw 2 title '"
+               << receivers[i] << "'";
+    const std::string gp = png.string() + ".gp";
+    {
+        std::ofstream file(gp);
+        file << script.str() << "\n";
+    }
+    auto status = run("gnuplot " + gp);
+    std::remove(gp.c_str());
+    std::remove(data.c_str());
+    if (!status) return status;
+    std::printf("wrote %s\n", png.c_str());
+    return ok_status();
+}
+
+}  // namespace
+
+Status run_veth(const Options& options, Json& report) {
+    for (const char* tool : {"ip", "ethtool", "nft", "iptables", "iptables-save"})
+        if (auto status = require_tool(tool); !status) return status;
+    auto whole_seconds = options.number("seconds", 5);
+    if (!whole_seconds) return whole_seconds.error();
+    if (whole_seconds.value() == 0 || whole_seconds.value() > 3600)
+        return Error{"--seconds must be 1..3600", "seconds"};
+    // A smoke run only has to produce figures: 0.3 s per receiver.
+    const double seconds = options.smoke ? 0.3 : static_cast<double>(whole_seconds.value());
+    auto rate = options.number("rate", 1000);
+    auto burst = options.number("burst", 2000);
+    if (!rate) return rate.error();
+    if (!burst) return burst.error();
+    const Limit limit{rate.value(), burst.value()};
+    if (limit.rate == 0 || limit.rate > 1'000'000 || limit.burst == 0 || limit.burst > 10000)
+        return Error{"--rate must be 1..1000000 and --burst 1..10000 (hashlimit's limits)"};
+    auto source_list = parse_list(options.text("sources", options.smoke ? "1,4096" : "1,65536,1048576"), "sources");
+    if (!source_list) return source_list.error();
+    for (const uint64_t n : source_list.value())
+        if (n == 0 || n > (1u << 20) || (n & (n - 1)) != 0)
+            return Error{"--sources: each count must be a power of two in 1..1048576 (hashlimit's table limit)",
+                         "sources"};
+    const std::string dist_name = options.text("dist", "uniform");
+    if (dist_name != "uniform" && dist_name != "zipf") return Error{"--dist must be uniform or zipf", "dist"};
+    std::vector<std::string> receivers;
+    {
+        std::istringstream in(options.text("receivers", "baseline,sluice,nftables,iptables"));
+        for (std::string r; std::getline(in, r, ',');) {
+            if (r != "baseline" && r != "sluice" && r != "nftables" && r != "iptables")
+                return Error{"--receivers: unknown receiver \"" + r + "\"", "receivers"};
+            receivers.push_back(r);
+        }
+    }
+    // The last CPU: the first one takes most of the machine's other work.
+    const int cpu = static_cast<int>(std::thread::hardware_concurrency()) - 1;
+    const double tick_ns = 1e9 / static_cast<double>(sysconf(_SC_CLK_TCK));
+
+    remove_stale_namespaces();
+    const std::string tag = std::to_string(getpid());
+    auto tx_ns = Netns::create("sluice-bench-" + tag + "-tx");
+    if (!tx_ns) return tx_ns.error();
+    auto rx_ns = Netns::create("sluice-bench-" + tag + "-rx");
+    if (!rx_ns) return rx_ns.error();
+    const Netns& tx = *tx_ns.value();
+    const Netns& rx = *rx_ns.value();
+    const std::string tx_dev = "sb" + tag + "t", rx_dev = "sb" + tag + "r";
+    // No IPv6 on either side: its neighbour discovery would add frames the
+    // receivers count.
+    for (const std::string& command :
+         {tx.exec("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"),
+          rx.exec("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"),
+          "ip -n " + tx.name() + " link add " + tx_dev + " type veth peer name " + rx_dev + " netns " + rx.name(),
+          "ip -n " + tx.name() + " link set " + tx_dev + " up", "ip -n " + rx.name() + " link set " + rx_dev + " up",
+          "ip -n " + rx.name() + " addr add " + std::string(kRxAddress) + "/24 dev " + rx_dev,
+          "ip -n " + rx.name() + " link set lo up"})
+        if (auto status = run(command); !status) return status;
+    auto tx_link = link_of(tx, tx_dev);
+    if (!tx_link) return tx_link.error();
+    auto rx_link = link_of(rx, rx_dev);
+    if (!rx_link) return rx_link.error();
+
+    // BPF run-time statistics, on only while this fd is open.
+    UniqueFd stats_fd(bpf_enable_stats(BPF_STATS_RUN_TIME));
+    if (!stats_fd.valid()) return Error{std::string("enabling BPF run-time statistics: ") + std::strerror(errno)};
+
+    Json results = Json::array();
+    Table table{"veth: " + dist_name + " traffic from N sources, " + fixed(seconds, 1) + " s per receiver; limit " +
+                    std::to_string(limit.rate) + " pkt/s per source, bucket " + std::to_string(limit.burst) +
+                    " packets; ratios to the baseline (XDP_DROP) of the same traffic",
+                {"sources", "receiver", "offered Mpps", "decided Mpps", "decided Mpps/CPU-s", "vs base", "admitted pps",
+                 "bound pps", "admitted/bound", "rx ns/pkt", "rx/base", "BPF ns/pkt"},
+                {}};
+    for (const uint64_t n : source_list.value()) {
+        Distribution dist{dist_name, static_cast<uint32_t>(n), {}};
+        auto gen = Generator::create(tx_link.value(), rx_link.value(), dist);
+        if (!gen) return gen.error();
+        double base_decided = NAN, base_cpu = NAN, base_both = NAN, base_per_cpu_second = NAN;
+        for (const auto& name : receivers) {
+            if (auto status = check_interrupted(); !status) return status;
+            Result<std::unique_ptr<Receiver>> receiver = Error{""};
+            if (name == "baseline")
+                receiver = BaselineReceiver::create(rx, rx_link.value().ifindex);
+            else if (name == "sluice")
+                receiver = SluiceReceiver::create(rx, rx_link.value().ifindex, limit, static_cast<uint32_t>(n));
+            else if (name == "nftables")
+                receiver = NftReceiver::create(rx, rx_dev, limit, static_cast<uint32_t>(n));
+            else
+                receiver = IptablesReceiver::create(rx, rx_dev, limit, static_cast<uint32_t>(n));
+            if (!receiver) return Error{name + " receiver: " + receiver.error().message};
+            auto before = receiver.value()->read();
+            if (!before) return before.error();
+            auto ticks_before = cpu_ticks(cpu);
+            if (!ticks_before) return ticks_before.error();
+            auto sent = gen.value()->send(tx, cpu, seconds);
+            if (!sent) return sent.error();
+            // Frames left to ksoftirqd, if any, are decided by now.
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            auto ticks_after = cpu_ticks(cpu);
+            if (!ticks_after) return ticks_after.error();
+            auto after = receiver.value()->read();
+            if (!after) return after.error();
+            const double softirq_ns =
+                static_cast<double>(ticks_after.value().softirq - ticks_before.value().softirq) * tick_ns;
+            const double busy_ns =
+                static_cast<double>(ticks_after.value().total - ticks_before.value().total) * tick_ns;
+            const double elapsed = sent.value().seconds;
+            const double offered = static_cast<double>(sent.value().frames);
+            const double decided = static_cast<double>(after.value().decided - before.value().decided);
+            const double admitted = static_cast<double>(after.value().admitted - before.value().admitted);
+            const double bound = admission_bound(dist, decided, limit, elapsed);
+            const uint64_t runs = after.value().bpf_runs - before.value().bpf_runs;
+            const double bpf_ns =
+                runs ? static_cast<double>(after.value().bpf_run_ns - before.value().bpf_run_ns) / runs : NAN;
+            const double cpu_per_packet = decided > 0 ? softirq_ns / decided : NAN;
+            const double both_per_packet = decided > 0 ? sent.value().cpu_ns / decided : NAN;
+            // Packets decided per second of CPU the run actually got: the
+            // comparable figure on a machine whose other tenants take a
+            // varying share of the CPU (wall-clock pps is in the JSON).
+            const double per_cpu_second = decided / (sent.value().cpu_ns / 1e9);
+            if (name == "baseline") {
+                base_per_cpu_second = per_cpu_second;
+                base_decided = decided;
+                base_cpu = cpu_per_packet;
+                base_both = both_per_packet;
+            }
+            Json row;
+            row["receiver"] = name;
+            row["sources"] = n;
+            row["distribution"] = dist_name;
+            row["distinct_sources_drawn"] = dist.shares.size();
+            row["seconds"] = elapsed;
+            row["offered_pps"] = offered / elapsed;
+            row["decided_pps"] = decided / elapsed;
+            row["decided_per_cpu_second"] = per_cpu_second;
+            row["decided_per_cpu_second_to_baseline"] = per_cpu_second / base_per_cpu_second;
+            row["lost_before_receiver_pps"] = (offered - decided) / elapsed;
+            row["admitted_pps"] = admitted / elapsed;
+            row["admission_bound_pps"] = bound / elapsed;
+            row["admitted_to_bound"] = bound > 0 ? admitted / bound : NAN;
+            row["rx_softirq_ns_per_packet"] = cpu_per_packet;
+            row["sender_and_receiver_cpu_ns_per_packet"] = both_per_packet;
+            row["sender_and_receiver_cpu_to_baseline"] = both_per_packet / base_both;
+            row["softirq_share_of_busy_cpu"] = busy_ns > 0 ? softirq_ns / busy_ns : NAN;
+            row["bpf_ns_per_packet"] = bpf_ns;
+            row["decided_to_baseline"] = decided / base_decided;
+            row["cpu_to_baseline"] = cpu_per_packet / base_cpu;
+            results.push_back(row);
+            table.rows.push_back({count_label(n), name, fixed(offered / elapsed / 1e6, 3),
+                                  fixed(decided / elapsed / 1e6, 3), fixed(per_cpu_second / 1e6, 3),
+                                  fixed(per_cpu_second / base_per_cpu_second, 2), fixed(admitted / elapsed, 0),
+                                  fixed(bound / elapsed, 0), fixed(bound > 0 ? admitted / bound : NAN, 3),
+                                  fixed(cpu_per_packet, 0), fixed(cpu_per_packet / base_cpu, 2), fixed(bpf_ns, 1)});
+            std::fprintf(stderr, "veth: %s sources, %s done\n", count_label(n).c_str(), name.c_str());
+        }
+    }
+    table.print();
+
+    report["settings"] = {
+        {"seconds_per_receiver", seconds},
+        {"distribution", dist_name},
+        {"sources", source_list.value()},
+        {"rate_pps_per_source", limit.rate},
+        {"bucket_packets", limit.burst},
+        {"nftables", "netdev ingress, dynamic set, limit rate over <rate>/second burst <bucket> packets"},
+        {"iptables", "raw PREROUTING, hashlimit srcip above <rate>/sec burst <bucket>"},
+        {"sluice", "native XDP, one class, per-source limit in lease mode; aggregate and global open"},
+        {"cpu", cpu},
+        {"frame_bytes", 60},
+        {"receiver_cpu_measure",
+         "softirq time of the CPU (/proc/stat, tick-sampled) per decided packet: the "
+         "receiving veth's NAPI poll, the XDP program or the stack up to the verdict and "
+         "beyond for admitted packets"}};
+    report["results"] = results;
+    if (!options.json_path.empty())
+        if (auto status = write_plot(options.json_path, results, receivers, source_list.value()); !status)
+            return status;
+    return ok_status();
+}
+
+}  // namespace sluice::bench

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+// Smoke runs of every sluice-bench subcommand, so the benchmark cannot rot
+// silently: each must finish, write a JSON report holding figures, and leave
+// no namespace or bpffs entry of its own behind. The figures' values are
+// never checked: this machine's timings are noise, not a pass/fail signal.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/privilege.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs sluice-bench with the arguments; returns its exit status and output.
+std::pair<int, std::string> run_bench(const std::string& args) {
+    const char* bench = std::getenv("SLUICE_BENCH");
+    if (bench == nullptr) return {-1, "SLUICE_BENCH (the sluice-bench binary) is not set"};
+    const std::string command = std::string(bench) + " " + args + " 2>&1";
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) return {-1, "cannot run " + command};
+    std::string output;
+    std::array<char, 4096> buf{};
+    while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) output.append(buf.data(), n);
+    const int status = pclose(pipe);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+// What the bench may create; none of it may outlive a run.
+std::vector<std::string> leftovers() {
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const char* dir : {"/var/run/netns", "/sys/fs/bpf"})
+        for (const auto& entry : fs::directory_iterator(dir, ec))
+            if (entry.path().filename().string().rfind("sluice-bench-", 0) == 0) found.push_back(entry.path());
+    return found;
+}
+
+class BenchSmoke : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        SLUICE_REQUIRE_BPF();
+        dir_ = fs::temp_directory_path() / ("sluice-bench-smoke-" + std::to_string(getpid()));
+        fs::create_directories(dir_);
+    }
+    void TearDown() override {
+        std::error_code ignored;
+        if (!dir_.empty()) fs::remove_all(dir_, ignored);
+    }
+
+    // Runs `command --smoke --json`, checks the exit status, the report's
+    // shape and that nothing was left behind; returns the report's results.
+    nlohmann::json smoke(const std::string& command) {
+        const fs::path json = dir_ / (command + ".json");
+        const auto [status, output] = run_bench(command + " --smoke --json " + json.string());
+        EXPECT_EQ(status, 0) << output;
+        EXPECT_TRUE(leftovers().empty()) << "left behind: " << ::testing::PrintToString(leftovers());
+        std::ifstream in(json);
+        if (!in) {
+            ADD_FAILURE() << "no report at " << json << "\n" << output;
+            return {};
+        }
+        const auto report = nlohmann::json::parse(in, nullptr, false);
+        EXPECT_FALSE(report.is_discarded()) << json << " is not JSON";
+        EXPECT_EQ(report.value("subcommand", ""), command);
+        EXPECT_TRUE(report.contains("machine"));
+        return report.value("results", nlohmann::json{});
+    }
+
+    fs::path dir_;
+};
+
+// A figure, whatever its value: the ns figures are differences of CPU times
+// and may come out at or below zero on a busy machine in a smoke-sized run.
+bool is_figure(const nlohmann::json& value) { return value.is_number() && std::isfinite(value.get<double>()); }
+
+TEST_F(BenchSmoke, DecideReportsNsPerDecisionAndRatios) {
+    const auto results = smoke("decide");
+    ASSERT_TRUE(results.is_array());
+    ASSERT_GE(results.size(), 3u);  // hot IPv4, hot IPv6, many sources
+    for (const auto& row : results) {
+        for (const char* key : {"baseline_ns_per_decision", "split_ns_per_decision", "lease_ns_per_decision",
+                                "split_ratio", "lease_ratio"})
+            EXPECT_TRUE(is_figure(row.value(key, nlohmann::json{}))) << key << " in " << row.dump();
+    }
+}
+
+TEST_F(BenchSmoke, MemoryReportsBytesPerSource) {
+    const auto results = smoke("memory");
+    ASSERT_TRUE(results.is_object());
+    EXPECT_TRUE(is_figure(results.value("bytes_per_source", nlohmann::json{}))) << results.dump();
+    EXPECT_TRUE(is_figure(results.value("per_cpu_bytes_per_source", nlohmann::json{}))) << results.dump();
+    ASSERT_TRUE(results.contains("tables"));
+    for (const auto& table : results["tables"]) {
+        EXPECT_TRUE(is_figure(table.value("memlock_bytes", nlohmann::json{}))) << table.dump();
+        EXPECT_TRUE(is_figure(table.value("entries", nlohmann::json{}))) << table.dump();
+    }
+}
+
+TEST_F(BenchSmoke, VethReportsPpsForEveryReceiverAndAPlot) {
+    const auto results = smoke("veth");
+    ASSERT_TRUE(results.is_array());
+    ASSERT_FALSE(results.empty());
+    std::set<std::string> receivers;
+    for (const auto& row : results) {
+        receivers.insert(row.value("receiver", ""));
+        EXPECT_TRUE(is_figure(row.value("offered_pps", nlohmann::json{}))) << row.dump();
+        EXPECT_TRUE(is_figure(row.value("decided_pps", nlohmann::json{}))) << row.dump();
+        EXPECT_TRUE(row.contains("admitted_pps")) << row.dump();
+    }
+    EXPECT_EQ(receivers, (std::set<std::string>{"baseline", "sluice", "nftables", "iptables"}));
+    EXPECT_TRUE(fs::exists(dir_ / "veth.png")) << "no plot next to the JSON";
+}
+
+}  // namespace
