@@ -271,14 +271,6 @@ Result<CompiledPolicy> single_class_policy(uint64_t rate, uint64_t burst, Accura
     return policy;
 }
 
-std::vector<uint8_t> udp_frame(bool ipv6) {
-    test::PacketBuilder b;
-    b.eth();
-    if (ipv6)
-        b.ipv6("2001:db8::1", "2001:db8::2");
-    else
-        b.ipv4("192.0.2.1", "198.51.100.1");
-    return b.udp(1000, 53).payload(18).build();
-}
+std::vector<uint8_t> udp_frame(bool ipv6) { return test::sample_udp_frame(ipv6); }
 
 }  // namespace sluice::bench

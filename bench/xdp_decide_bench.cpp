@@ -26,16 +26,6 @@ using namespace sluice;
 
 constexpr uint32_t kRepeat = 200'000;
 
-std::vector<uint8_t> hot_frame(bool ipv6) {
-    test::PacketBuilder b;
-    b.eth();
-    if (ipv6)
-        b.ipv6("2001:db8::1", "2001:db8::2");
-    else
-        b.ipv4("192.0.2.1", "198.51.100.1");
-    return b.udp(1000, 53).payload(18).build();
-}
-
 // Mean ns per run reported by the kernel, one BPF_PROG_TEST_RUN call.
 bool run_once(benchmark::State& state, int prog_fd, std::vector<uint8_t>& frame) {
     LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_size_in = static_cast<uint32_t>(frame.size()),
@@ -54,7 +44,7 @@ void BM_Baseline(benchmark::State& state) {
         state.SkipWithError("cannot load ebpf/baseline.bpf.c (root needed)");
         return;
     }
-    auto frame = hot_frame(false);
+    auto frame = test::sample_udp_frame(false);
     for (auto _ : state)
         if (!run_once(state, bpf_program__fd(skel->progs.baseline_xdp), frame)) return;
     state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kRepeat);
@@ -94,7 +84,7 @@ void BM_Sluice(benchmark::State& state) {
         state.SkipWithError(status.error().message.c_str());
         return;
     }
-    auto frame = hot_frame(ipv6);
+    auto frame = test::sample_udp_frame(ipv6);
     for (auto _ : state)
         if (!run_once(state, dp.value()->program_fd(), frame)) return;
     state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kRepeat);

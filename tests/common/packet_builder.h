@@ -309,4 +309,16 @@ class PacketBuilder {
     std::optional<size_t> cut_;
 };
 
+// The frame the benchmarks decide: Ethernet + IPv4 (192.0.2.1 -> 198.51.100.1)
+// or IPv6 (2001:db8::1 -> 2001:db8::2) + UDP 1000 -> 53, 64 bytes for IPv4.
+inline PacketBuilder::Bytes sample_udp_frame(bool ipv6) {
+    PacketBuilder b;
+    b.eth();
+    if (ipv6)
+        b.ipv6("2001:db8::1", "2001:db8::2");
+    else
+        b.ipv4("192.0.2.1", "198.51.100.1");
+    return b.udp(1000, 53).payload(18).build();
+}
+
 }  // namespace sluice::test

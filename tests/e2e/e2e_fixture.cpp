@@ -60,6 +60,19 @@ std::string figure(double value) {
 
 SluiceE2E::~SluiceE2E() { teardown(); }
 
+void SluiceE2E::figure_line(const std::string& key, const std::string& text) {
+    std::string trimmed = text;
+    while (!trimmed.empty() && (trimmed.back() == '\n' || trimmed.back() == ' ')) trimmed.pop_back();
+    RecordProperty(key, trimmed);
+    std::cout << "[figure] " << ::testing::UnitTest::GetInstance()->current_test_info()->name() << " " << key << ": "
+              << trimmed << std::endl;
+}
+
+void SluiceE2E::expect_no_receiver_drops(const TrafficReport& report) {
+    EXPECT_EQ(report.receiver_drops, 0u) << "the receiver lost " << report.receiver_drops
+                                         << " frames: the per-source counts are meaningless (machine too busy?)";
+}
+
 void SluiceE2E::TearDown() {
     const bool failed = HasFailure();
     if (daemon_running()) signal_daemon(SIGKILL);

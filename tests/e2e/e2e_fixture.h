@@ -79,6 +79,12 @@ class SluiceE2E : public ::testing::Test {
     ~SluiceE2E() override;
     void TearDown() override;
 
+    // Prints "[figure] <test> <key>: <text>" and records it, so figures can be quoted.
+    void figure_line(const std::string& key, const std::string& text);
+    // The per-source counts are only meaningful if the counter saw every
+    // frame sl0 let through.
+    static void expect_no_receiver_drops(const TrafficReport& report);
+
     // ---- the world ------------------------------------------------------------------
 
     // Creates the namespace and the temp dir and writes sluiced.toml with

@@ -99,21 +99,6 @@ const Flow kFlood{"flood", "10.3.0.0/22", 40000};
 
 class E2E : public SluiceE2E {
   protected:
-    // Prints and records one figure so the lead can quote it.
-    void figure_line(const std::string& key, const std::string& untrimmed) {
-        const std::string text = trim(untrimmed);
-        RecordProperty(key, text);
-        std::cout << "[figure] " << ::testing::UnitTest::GetInstance()->current_test_info()->name() << " " << key
-                  << ": " << text << std::endl;
-    }
-
-    // The counts are only meaningful if the counter saw every frame sl0 let
-    // through.
-    static void expect_no_receiver_drops(const TrafficReport& r) {
-        EXPECT_EQ(r.receiver_drops, 0u) << "the receiver lost " << r.receiver_drops
-                                        << " frames: the per-source counts are meaningless (machine too busy?)";
-    }
-
     // Greedy received at most the bound for `rate` (and, when `saturated`,
     // at least 90% of rate·T).
     void check_limited(const TrafficReport& r, const std::string& label, double rate, bool saturated = true) {

@@ -278,17 +278,6 @@ std::string url_encode(const std::string& text) {
 
 class Metrics : public SluiceE2E {
   protected:
-    void figure_line(const std::string& key, const std::string& text) {
-        RecordProperty(key, text);
-        std::cout << "[figure] " << ::testing::UnitTest::GetInstance()->current_test_info()->name() << " " << key
-                  << ": " << text << std::endl;
-    }
-
-    static void expect_no_receiver_drops(const TrafficReport& r) {
-        EXPECT_EQ(r.receiver_drops, 0u) << "the receiver lost " << r.receiver_drops
-                                        << " frames: the per-source counts are meaningless (machine too busy?)";
-    }
-
     // GET /metrics from the daemon, parsed; nothing (and a failure) if that fails.
     std::optional<Scrape> scrape() {
         const HttpResponse r = http_get(kMetricsPort, "/metrics");
