@@ -78,7 +78,7 @@ Result<std::string> string_arg(const json& args, const char* key, std::optional<
     return it->get<std::string>();
 }
 
-Result<std::optional<uint64_t>> version_arg(const json& args, const char* key) {
+Result<std::optional<uint64_t>> uint_arg(const json& args, const char* key) {
     const auto it = args.find(key);
     if (it == args.end() || it->is_null()) return std::optional<uint64_t>{};
     if (!it->is_number_unsigned())
@@ -396,6 +396,9 @@ void Daemon::collect_idle_sources() {
             log(LogLevel::debug, "collected idle sources",
                 {{"interface", name}, {"deleted", std::to_string(deleted.value())}});
         }
+        // Counting walks both tables key by key: done here, at the
+        // collection's pace, rather than on every metrics snapshot.
+        if (auto sources = interface->dataplane->source_counts()) interface->source_counts = sources.value();
     }
 }
 
@@ -440,10 +443,8 @@ void Daemon::publish_metrics() {
         entry.syscall_errors = interface->dataplane->syscall_errors();
         entry.source_capacity = config_.source_capacity;
         if (auto version = interface->dataplane->active_version()) entry.active_version = version.value();
-        if (auto sources = interface->dataplane->source_counts()) {
-            entry.sources_per_cpu = sources.value().first;
-            entry.sources_shared = sources.value().second;
-        }
+        entry.sources_per_cpu = interface->source_counts.first;
+        entry.sources_shared = interface->source_counts.second;
         entry.hot_sources = interface->hot_sources.top(kHotSourcesExported, now);
         snapshot.interfaces.push_back(std::move(entry));
     }
@@ -625,7 +626,7 @@ Result<json> Daemon::stats_json() {
 }
 
 Result<json> Daemon::top_json(const json& args) {
-    auto wanted = version_arg(args, "n");
+    auto wanted = uint_arg(args, "n");
     if (!wanted) return wanted.error();
     const size_t n = wanted.value() ? static_cast<size_t>(*wanted.value()) : kDefaultTopSources;
     if (n == 0 || n > kMaxTopSources)
@@ -693,7 +694,7 @@ void Daemon::register_handlers() {
     server_.handle("policy.push", [this](const json& args, const Peer& peer) -> Result<json> {
         auto text = string_arg(args, "text");
         auto path = string_arg(args, "path", std::string("<pushed policy>"));
-        auto if_version = version_arg(args, "if_version");
+        auto if_version = uint_arg(args, "if_version");
         auto dry_run = bool_arg(args, "dry_run");
         if (!text) return text.error();
         if (!path) return path.error();
@@ -728,7 +729,7 @@ void Daemon::register_handlers() {
     });
 
     server_.handle("policy.rollback", [this](const json& args, const Peer&) -> Result<json> {
-        auto to = version_arg(args, "to");
+        auto to = uint_arg(args, "to");
         auto dry_run = bool_arg(args, "dry_run");
         if (!to) return to.error();
         if (!dry_run) return dry_run.error();
@@ -743,7 +744,7 @@ void Daemon::register_handlers() {
     });
 
     server_.handle("policy.show", [this](const json& args, const Peer&) -> Result<json> {
-        auto wanted = version_arg(args, "version");
+        auto wanted = uint_arg(args, "version");
         if (!wanted) return wanted.error();
         PolicyVersion version;
         if (wanted.value()) {
@@ -770,8 +771,8 @@ void Daemon::register_handlers() {
     });
 
     server_.handle("policy.diff", [this](const json& args, const Peer&) -> Result<json> {
-        auto from = version_arg(args, "from");
-        auto to = version_arg(args, "to");
+        auto from = uint_arg(args, "from");
+        auto to = uint_arg(args, "to");
         if (!from) return from.error();
         if (!to) return to.error();
         if (!from.value() || !to.value())

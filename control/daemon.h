@@ -69,6 +69,8 @@ class Daemon {
         // The two latest periodic samples: rates are their difference.
         std::optional<CounterSample> previous, latest;
         HotSources hot_sources;
+        // (per-CPU, shared) source entries as of the last idle collection.
+        std::pair<size_t, size_t> source_counts{};
     };
 
     Daemon(DaemonConfig config, std::unique_ptr<PolicyService> policy, ControlServer server);

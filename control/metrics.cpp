@@ -117,7 +117,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
                          "Failed dataplane operations: syscalls by what they were for, and state_lookup (class or "
                          "global state missing in the program; the packet passed).",
                          MetricType::Counter);
-    auto sources = family("sluice_sources", "Source entries in the tables.", MetricType::Gauge);
+    auto sources = family("sluice_sources", "Source entries in the tables, counted every 10 s.", MetricType::Gauge);
     auto capacity = family("sluice_source_capacity", "Entries each source table can hold.", MetricType::Gauge);
     auto inserts = family("sluice_source_inserts_total", "Source entries created, by table.", MetricType::Counter);
     auto events = family("sluice_drop_events_total",
