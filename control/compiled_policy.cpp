@@ -48,6 +48,17 @@ Status validate(const CompiledPolicy& policy) {
             return policy_error(name + ": source prefix lengths must be 1..32 (IPv4) and 1..128 (IPv6)");
         if (!valid_level(cls.per_source) || !valid_level(cls.aggregate))
             return policy_error(name + ": a limit has an unknown unit or accuracy");
+        if (cls.shape.queue_packets > SLUICE_SHAPE_QUEUE_MAX)
+            return policy_error(name + ": shape queue must be 1.." + std::to_string(SLUICE_SHAPE_QUEUE_MAX) +
+                                " packets (0: not shaped)");
+        if (cls.shape.queue_packets > 0) {
+            if (cls.shape.max_delay_ns < kMinShapeDelayNs || cls.shape.max_delay_ns > SLUICE_SHAPE_MAX_DELAY_NS)
+                return policy_error(name + ": shape max_delay_ns must be " + std::to_string(kMinShapeDelayNs) + ".." +
+                                    std::to_string(SLUICE_SHAPE_MAX_DELAY_NS));
+            // The queue drains at the aggregate rate; without one it has no pace.
+            if (!cls.aggregate.enabled) return policy_error(name + ": shaped but has no aggregate limit to drain at");
+            if (cls.action != SLUICE_ACTION_LIMIT) return policy_error(name + ": shaped but its action is not limit");
+        }
     }
     if (!ids.count(h.default_class_id))
         return policy_error("default class " + std::to_string(h.default_class_id) + " is not defined");

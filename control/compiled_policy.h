@@ -33,10 +33,14 @@ struct CompiledPolicy {
 
 // Limits of one policy, from the dataplane's tables.
 inline constexpr size_t kMaxPrefixesPerFamily = 4096;
+// The shortest max_delay a shaped class may have (the policy file counts in ms).
+inline constexpr uint64_t kMinShapeDelayNs = 1'000'000;
 
 // Version > 0; class ids unique and in 1..SLUICE_MAX_CLASSES-1; the default
 // class and every prefix's class exist; prefixes valid, unique and with no
-// bits set past their length; enums in range.
+// bits set past their length; enums in range; a shaped class has a queue of
+// 1..SLUICE_SHAPE_QUEUE_MAX, a max delay of 1 ms..SLUICE_SHAPE_MAX_DELAY_NS,
+// an aggregate limit and action limit.
 Status validate(const CompiledPolicy& policy);
 
 // Parses "192.0.2.0/24" or "2001:db8::/32" into a prefix of `class_id`.

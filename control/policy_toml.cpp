@@ -26,6 +26,7 @@ constexpr size_t kMaxClassNameLength = 63;
 constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
 constexpr uint64_t kNsPerMs = 1'000'000;
 constexpr int64_t kMaxLeaseTtlMs = kMaxLeaseTtlNs / kNsPerMs;
+constexpr int64_t kMaxShapeDelayMs = SLUICE_SHAPE_MAX_DELAY_NS / kNsPerMs;
 // Far above any real policy (255 classes, 8192 prefixes); stops a wrong path such as /dev/zero.
 constexpr size_t kMaxFileBytes = 16 << 20;
 
@@ -50,8 +51,9 @@ constexpr std::string_view kLevelKeys[] = {"rate", "burst", "unit", "accuracy", 
 constexpr std::string_view kPerSourceKeys[] = {"rate",  "burst",        "unit",      "accuracy",
                                                "lease", "lease_ttl_ms", "prefix_v4", "prefix_v6"};
 constexpr std::string_view kClassKeys[] = {
-    "name",      "match",     "action",          "unit",       "accuracy", "on_table_full",
-    "prefix_v4", "prefix_v6", "max_frame_bytes", "per_source", "aggregate"};
+    "name",      "match",     "action",          "unit",       "accuracy",  "on_table_full",
+    "prefix_v4", "prefix_v6", "max_frame_bytes", "per_source", "aggregate", "shape"};
+constexpr std::string_view kShapeKeys[] = {"queue", "max_delay_ms"};
 
 std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
@@ -272,6 +274,7 @@ class PolicyReader {
     Status read_defaults(const Fields& top);
     Result<sluice_level_limit> read_level(const Fields& level, const ClassSettings& inherited) const;
     Result<ParsedClass> read_class(const toml::table& table, size_t number);
+    Result<sluice_shape> read_shape(const Fields& shape) const;
     Status read_match(const Fields& cls, const std::string& class_name, std::vector<PolicyPrefix>& prefixes);
     Result<std::vector<uint32_t>> assign_ids(const std::vector<ParsedClass>& classes,
                                              const std::map<std::string, uint32_t>& previous_ids) const;
@@ -347,6 +350,22 @@ Result<sluice_level_limit> PolicyReader::read_level(const Fields& level, const C
     return compiled.value();
 }
 
+Result<sluice_shape> PolicyReader::read_shape(const Fields& shape) const {
+    if (auto keys = shape.only(kShapeKeys); !keys) return keys.error();
+    auto queue = shape.integer("queue", 1, SLUICE_SHAPE_QUEUE_MAX);
+    if (!queue) return queue.error();
+    auto max_delay_ms = shape.integer("max_delay_ms", 1, kMaxShapeDelayMs);
+    if (!max_delay_ms) return max_delay_ms.error();
+    // No defaults: a queue length or a delay bound picked for the operator
+    // would decide how much latency the class takes on.
+    if (!queue.value()) return shape.here("queue is required (packets)");
+    if (!max_delay_ms.value()) return shape.here("max_delay_ms is required (milliseconds)");
+    sluice_shape out{};
+    out.queue_packets = static_cast<uint32_t>(*queue.value());
+    out.max_delay_ns = static_cast<uint64_t>(*max_delay_ms.value()) * kNsPerMs;
+    return out;
+}
+
 Status PolicyReader::read_match(const Fields& cls, const std::string& class_name, std::vector<PolicyPrefix>& prefixes) {
     const toml::node* node = cls.find("match");
     if (!node) return ok_status();
@@ -414,11 +433,24 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
     if (!per_source) return per_source.error();
     auto aggregate = cls.table("aggregate");
     if (!aggregate) return aggregate.error();
+    auto shape = cls.table("shape");
+    if (!shape) return shape.error();
+    // About shape as a whole, worded "class "x": shape needs ..." so the
+    // class and the key read first.
+    const auto shape_error = [&](std::string_view what) {
+        Error error = located(path_, cls.find("shape")->source(), cls.name(), "shape " + std::string(what));
+        error.setting = cls.field("shape");
+        return error;
+    };
 
     sluice_class_entry& entry = out.entry;
     entry.action = action.value().value_or(SLUICE_ACTION_LIMIT);
     if (entry.action != SLUICE_ACTION_LIMIT) {
         const std::string_view action_name = entry.action == SLUICE_ACTION_PASS ? "pass" : "drop";
+        // Checked before the limits so the refusal names shape, the key that needs "limit".
+        if (shape.value())
+            return shape_error("needs action = \"limit\": action = " + quoted(action_name) +
+                               " decides every packet at once, so none would wait in the queue");
         for (std::string_view key : {"per_source", "aggregate"})
             if (const toml::node* level = cls.find(key))
                 return cls.at(*level, key,
@@ -454,6 +486,12 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
         auto limit = read_level(level, settings);
         if (!limit) return limit.error();
         entry.aggregate = limit.value();
+    }
+    if (shape.value()) {
+        if (!aggregate.value()) return shape_error("needs an aggregate limit (the queue drains at the aggregate rate)");
+        auto compiled = read_shape(Fields(path_, *shape.value(), cls.field("shape")));
+        if (!compiled) return compiled.error();
+        entry.shape = compiled.value();
     }
     entry.table_full_verdict = settings.table_full_verdict;
     entry.prefix_v4 = settings.prefix_v4;

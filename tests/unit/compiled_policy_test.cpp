@@ -91,6 +91,35 @@ TEST(CompiledPolicy, OutOfRangeEnumsAreRefused) {
     EXPECT_THAT(error_of(p), HasSubstr("unknown unit or accuracy"));
 }
 
+TEST(CompiledPolicy, ShapedClassesAreBoundedAndDrainAtAnAggregateRate) {
+    CompiledPolicy p = two_classes();
+    p.classes[1].aggregate = make_level(1000, 100);
+    p.classes[1].shape.queue_packets = SLUICE_SHAPE_QUEUE_MAX;
+    p.classes[1].shape.max_delay_ns = 50'000'000;
+    auto status = validate(p);
+    EXPECT_TRUE(status.ok()) << status.error().message;
+
+    CompiledPolicy bad = p;
+    bad.classes[1].shape.queue_packets = SLUICE_SHAPE_QUEUE_MAX + 1;
+    EXPECT_THAT(error_of(bad), HasSubstr("class 2: shape queue must be 1..65536 packets"));
+    for (uint64_t delay : {uint64_t{0}, kMinShapeDelayNs - 1, uint64_t{SLUICE_SHAPE_MAX_DELAY_NS + 1}}) {
+        bad = p;
+        bad.classes[1].shape.max_delay_ns = delay;
+        EXPECT_THAT(error_of(bad), HasSubstr("class 2: shape max_delay_ns must be 1000000..60000000000"));
+    }
+    bad = p;
+    bad.classes[1].aggregate.enabled = 0;
+    EXPECT_THAT(error_of(bad), HasSubstr("class 2: shaped but has no aggregate limit to drain at"));
+    bad = p;
+    bad.classes[1].action = SLUICE_ACTION_PASS;
+    EXPECT_THAT(error_of(bad), HasSubstr("class 2: shaped but its action is not limit"));
+
+    // Queue 0 means not shaped: nothing else about shaping is checked.
+    bad = two_classes();
+    bad.classes[0].shape.max_delay_ns = 7;
+    EXPECT_TRUE(validate(bad).ok());
+}
+
 TEST(CompiledPolicy, TooManyPrefixesOfOneFamily) {
     CompiledPolicy p = two_classes();
     for (uint32_t i = 0; i <= kMaxPrefixesPerFamily; i++) {

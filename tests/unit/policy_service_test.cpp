@@ -409,6 +409,26 @@ TEST_F(PolicyServiceTest, ReconcileAfterRestartUsesTheStoredVersionAndClassIds) 
     EXPECT_TRUE(same_classes(b_.applied[0], running));
 }
 
+TEST_F(PolicyServiceTest, AShapedPolicyComesBackTheSameFromItsCanonicalText) {
+    add("a", a_);
+    ASSERT_EQ(push(kShaped), 1u);
+    const CompiledPolicy pushed = a_.applied.back();
+    ASSERT_EQ(push(kShapedLongerQueue), 2u);
+    auto rolled = service_->rollback(std::nullopt, false);
+    ASSERT_TRUE(rolled.ok()) << rolled.error().message;
+    EXPECT_THAT(rolled.value().diff, HasSubstr("-queue = 4096\n+queue = 1024"));
+
+    service_ = make_service();  // as a restarted daemon would: compiled from the stored canonical text
+    add("fresh", b_);
+    ASSERT_TRUE(service_->reconcile().ok());
+    ASSERT_THAT(b_.applied, SizeIs(1));
+    EXPECT_TRUE(same_classes(b_.applied[0], pushed));
+    const sluice_class_entry* bulk = b_.applied[0].find_class(3);
+    ASSERT_NE(bulk, nullptr);
+    EXPECT_EQ(bulk->shape.queue_packets, 1024u);
+    EXPECT_EQ(bulk->shape.max_delay_ns, 50'000'000u);
+}
+
 TEST_F(PolicyServiceTest, ReloadIfChangedMakesAVersionOnlyForRealChanges) {
     add("a", a_);
     auto first = service_->reload_if_changed(kTwoClasses, "/etc/sluice/policy.toml");

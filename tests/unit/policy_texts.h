@@ -33,4 +33,40 @@ match = ["198.51.100.0/24"]
 per_source = { rate = 900, burst = 1_000 }
 )toml";
 
+// kTwoClasses plus a shaped class (the shape only sluice-dpdk acts on).
+inline constexpr std::string_view kShaped = R"toml(
+[[class]]
+name = "default"
+per_source = { rate = 1_000, burst = 2_000 }
+
+[[class]]
+name = "web"
+match = ["198.51.100.0/24"]
+per_source = { rate = 500, burst = 1_000 }
+
+[[class]]
+name = "bulk"
+match = ["198.18.0.0/15"]
+aggregate = { rate = 10_000, burst = 100 }
+shape = { queue = 1_024, max_delay_ms = 50 }
+)toml";
+
+// kShaped with a longer queue for "bulk".
+inline constexpr std::string_view kShapedLongerQueue = R"toml(
+[[class]]
+name = "default"
+per_source = { rate = 1_000, burst = 2_000 }
+
+[[class]]
+name = "web"
+match = ["198.51.100.0/24"]
+per_source = { rate = 500, burst = 1_000 }
+
+[[class]]
+name = "bulk"
+match = ["198.18.0.0/15"]
+aggregate = { rate = 10_000, burst = 100 }
+shape = { queue = 4_096, max_delay_ms = 50 }
+)toml";
+
 }  // namespace sluice::test

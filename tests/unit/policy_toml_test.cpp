@@ -345,6 +345,91 @@ burst = 1
                 StartsWith("p.toml:4:1: class \"default\".per_source: never applies: action = \"drop\""));
 }
 
+// A default class and "bulk" with `lines` (line 4 onwards).
+std::string bulk_class(std::string_view lines) {
+    return "[[class]]\nname = \"default\"\n[[class]]\n" + std::string(lines);
+}
+
+TEST(PolicyToml, AShapedClassCompilesItsQueueAndDelay) {
+    const LoadedPolicy policy = load_ok(bulk_class(R"toml(name = "bulk"
+match = ["198.18.0.0/15"]
+aggregate = { rate = 10_000, burst = 100 }
+shape = { queue = 1024, max_delay_ms = 50 }
+)toml"));
+    const sluice_class_entry& bulk = entry(policy, "bulk");
+    EXPECT_EQ(bulk.shape.queue_packets, 1024u);
+    EXPECT_EQ(bulk.shape.max_delay_ns, 50'000'000u);
+    EXPECT_TRUE(bulk.aggregate.enabled);
+    EXPECT_EQ(bulk.action, SLUICE_ACTION_LIMIT);
+    EXPECT_EQ(entry(policy, "default").shape.queue_packets, 0u);  // not shaped
+    EXPECT_EQ(entry(policy, "default").shape.max_delay_ns, 0u);
+
+    // The bounds themselves are accepted, as a standard table too.
+    const LoadedPolicy edges = load_ok(bulk_class(R"toml(name = "bulk"
+action = "limit"
+aggregate = { rate = 10_000, burst = 100 }
+[class.shape]
+queue = 65536
+max_delay_ms = 60_000
+)toml"));
+    EXPECT_EQ(entry(edges, "bulk").shape.queue_packets, 65536u);
+    EXPECT_EQ(entry(edges, "bulk").shape.max_delay_ns, 60'000'000'000u);
+    EXPECT_EQ(load_ok(bulk_class("name = \"bulk\"\naggregate = { rate = 1, burst = 1 }\n"
+                                 "shape = { queue = 1, max_delay_ms = 1 }\n"))
+                  .compiled.classes[1]
+                  .shape.max_delay_ns,
+              1'000'000u);
+}
+
+TEST(PolicyToml, ShapeKeysAreRequiredKnownAndInRange) {
+    const auto shaped = [](std::string_view shape) {
+        return bulk_class("name = \"bulk\"\naggregate = { rate = 10_000, burst = 100 }\nshape = " + std::string(shape) +
+                          "\n");
+    };
+    EXPECT_THAT(error_of(shaped("{ max_delay_ms = 50 }")),
+                StartsWith("p.toml:6:9: class \"bulk\".shape: queue is required (packets)"));
+    EXPECT_THAT(error_of(shaped("{ queue = 1024 }")),
+                StartsWith("p.toml:6:9: class \"bulk\".shape: max_delay_ms is required (milliseconds)"));
+    EXPECT_THAT(error_of(shaped("{ queue = 1024, max_delay_ms = 50, burst = 10 }")),
+                StartsWith("p.toml:6:44: class \"bulk\".shape.burst: unknown key; allowed here: queue, max_delay_ms"));
+    EXPECT_THAT(error_of(shaped("{ queue = 0, max_delay_ms = 50 }")),
+                StartsWith("p.toml:6:19: class \"bulk\".shape.queue: expected an integer in 1..65536, got 0"));
+    EXPECT_THAT(error_of(shaped("{ queue = 65537, max_delay_ms = 50 }")),
+                StartsWith("p.toml:6:19: class \"bulk\".shape.queue: expected an integer in 1..65536, got 65537"));
+    EXPECT_THAT(error_of(shaped("{ queue = 1024, max_delay_ms = 0 }")),
+                StartsWith("p.toml:6:40: class \"bulk\".shape.max_delay_ms: expected an integer in 1..60000, got 0"));
+    EXPECT_THAT(
+        error_of(shaped("{ queue = 1024, max_delay_ms = 60001 }")),
+        StartsWith("p.toml:6:40: class \"bulk\".shape.max_delay_ms: expected an integer in 1..60000, got 60001"));
+    EXPECT_THAT(error_of(shaped("{ queue = 1024, max_delay_ms = 0.5 }")),
+                HasSubstr("class \"bulk\".shape.max_delay_ms: expected an integer in 1..60000, got a float (0.5)"));
+    EXPECT_THAT(error_of(shaped("1024")),
+                StartsWith("p.toml:6:9: class \"bulk\".shape: expected a table, got an integer (1024)"));
+}
+
+TEST(PolicyToml, ShapeNeedsAnAggregateLimitAndActionLimit) {
+    EXPECT_THAT(error_of(bulk_class(R"toml(name = "bulk"
+per_source = { rate = 100, burst = 10 }
+shape = { queue = 1024, max_delay_ms = 50 }
+)toml")),
+                StartsWith("p.toml:6:9: class \"bulk\": shape needs an aggregate limit (the queue drains at the "
+                           "aggregate rate)"));
+    for (std::string_view action : {"pass", "drop"}) {
+        // Named for shape even when an aggregate is also there to be refused.
+        for (std::string_view aggregate : {"", "aggregate = { rate = 10_000, burst = 100 }\n"}) {
+            const std::string e =
+                error_of(bulk_class("name = \"bulk\"\naction = \"" + std::string(action) + "\"\n" +
+                                    std::string(aggregate) + "shape = { queue = 1024, max_delay_ms = 50 }\n"));
+            EXPECT_THAT(e, StartsWith("p.toml:" + std::string(aggregate.empty() ? "6" : "7") +
+                                      ":9: class \"bulk\": shape needs action = \"limit\": action = \"" +
+                                      std::string(action) + "\""));
+        }
+    }
+    auto loaded = load(bulk_class("name = \"bulk\"\nshape = { queue = 1024, max_delay_ms = 50 }\n"));
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_EQ(loaded.error().setting, "class \"bulk\".shape");
+}
+
 TEST(PolicyToml, GlobalCeilingIsEnabledOnlyWhenPresent) {
     EXPECT_FALSE(load_ok(kMinimal).compiled.header.global.enabled);
     const LoadedPolicy policy = load_ok(R"toml([defaults]

@@ -103,6 +103,21 @@ TEST(CanonicalPolicy, DiffersOnARealChange) {
     EXPECT_NE(sha256_hex(a.value()), sha256_hex(b.value()));
 }
 
+TEST(CanonicalPolicy, KeepsTheShapeOfAClass) {
+    auto a = canonical_policy_text(kShaped, "a.toml");
+    auto b = canonical_policy_text(kShapedLongerQueue, "b.toml");
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_THAT(a.value(), HasSubstr("[class.shape]\nmax_delay_ms = 50\nqueue = 1024\n"));
+    EXPECT_NE(sha256_hex(a.value()), sha256_hex(b.value()));
+    // What the store keeps loads back to the same shape.
+    auto reloaded = load_policy_toml(a.value(), "a.toml", {}, kOptions);
+    ASSERT_TRUE(reloaded.ok()) << reloaded.error().message;
+    const sluice_class_entry* bulk = reloaded.value().compiled.find_class(reloaded.value().class_ids.at("bulk"));
+    ASSERT_NE(bulk, nullptr);
+    EXPECT_EQ(bulk->shape.queue_packets, 1024u);
+    EXPECT_EQ(bulk->shape.max_delay_ns, 50'000'000u);
+}
+
 TEST(CanonicalPolicy, ParseErrorNamesFileLineAndColumn) {
     auto canonical = canonical_policy_text("[[class]]\nname = \n", "bad.toml");
     ASSERT_FALSE(canonical.ok());
@@ -306,6 +321,16 @@ TEST_F(VersionStoreTest, DiffShowsRemovedAndAddedLines) {
     EXPECT_THAT(diff, HasSubstr("\n burst = 1000\n-rate = 500\n"));  // context
     EXPECT_THAT(diff, Not(HasSubstr("-rate = 1000")));
     EXPECT_EQ(diff_policies(*store.current(), *store.current()), "");
+}
+
+TEST_F(VersionStoreTest, AShapeChangeIsANewVersionWithAVisibleDiff) {
+    VersionStore store = open_store();
+    ASSERT_EQ(push(store, kShaped), 1u);
+    EXPECT_TRUE(store.same_as_current(kShaped));
+    EXPECT_FALSE(store.same_as_current(kShapedLongerQueue));
+    ASSERT_EQ(push(store, kShapedLongerQueue), 2u);
+    const std::string diff = diff_policies(store.get(1).value(), store.get(2).value());
+    EXPECT_THAT(diff, HasSubstr("\n [class.shape]\n max_delay_ms = 50\n-queue = 1024\n+queue = 4096\n"));
 }
 
 PolicyVersion with_text(uint64_t number, std::string canonical) {

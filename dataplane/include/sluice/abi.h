@@ -24,7 +24,7 @@
 
 /* Bumped on any change to a struct below: a daemon refuses pinned maps whose
  * ABI version differs instead of reinterpreting them. */
-#define SLUICE_ABI_VERSION 1
+#define SLUICE_ABI_VERSION 2
 
 /* ---- units and limits ------------------------------------------------------
  * Tokens are kept in nano-units: one packet (or one byte) is 10^9 nano-units,
@@ -41,7 +41,9 @@ SLUICE_STATIC_ASSERT(SLUICE_BURST_MAX * SLUICE_NANO <= (0xffffffffffffffffULL - 
 
 /* ---- outcomes: one list, expanded for BPF, C++, CLI and metrics -------------
  * X(ID, label, help). The label is the metric/CLI spelling (control/labels.h);
- * never reorder: the position is the counter index in pinned maps. */
+ * never reorder: the position is the counter index in pinned maps. SHAPED
+ * (pass), QUEUE_FULL and DEADLINE (drop) come only from sluice-dpdk's shaping
+ * queue. */
 #define SLUICE_VERDICT_LIST(X)                                                 \
 	X(PASS, "pass", "packet handed to the kernel stack")                   \
 	X(DROP, "drop", "packet dropped at the driver")
@@ -55,7 +57,11 @@ SLUICE_STATIC_ASSERT(SLUICE_BURST_MAX * SLUICE_NANO <= (0xffffffffffffffffULL - 
 	X(DENY, "deny", "class action is drop")                                \
 	X(TABLE_FULL, "table_full", "source state could not be created")       \
 	X(NON_IP, "non_ip", "frame is neither IPv4 nor IPv6")                  \
-	X(MALFORMED, "malformed", "truncated or invalid header")
+	X(MALFORMED, "malformed", "truncated or invalid header")               \
+	X(SHAPED, "shaped", "sent after waiting in the class's shaping queue") \
+	X(QUEUE_FULL, "queue_full", "the class's shaping queue was full")      \
+	X(DEADLINE, "deadline",                                                \
+	  "queueing delay would pass the class's max_delay_ms")
 
 enum sluice_verdict {
 #define SLUICE_X(id, label, help) SLUICE_VERDICT_##id,
@@ -193,6 +199,23 @@ SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_lpm_v6_key, addr) == 8, "s
 #define SLUICE_MAX_CLASSES 256 /* class id 0 is reserved for "not classified" */
 #define SLUICE_CLASS_UNCLASSIFIED 0
 
+/* Shaping: a bounded FIFO per class that drains at the class's aggregate
+ * rate. Only sluice-dpdk shapes; XDP cannot hold packets, so on sluiced a
+ * shaped class is policed at its aggregate rate (excess dropped, reason
+ * `class`) and this is ignored. */
+#define SLUICE_SHAPE_QUEUE_MAX 65536U              /* packets */
+#define SLUICE_SHAPE_MAX_DELAY_NS 60000000000ULL /* 60 s */
+
+struct sluice_shape {
+	__u32 queue_packets; /* 0: the class is not shaped; else 1..SLUICE_SHAPE_QUEUE_MAX */
+	__u32 _pad;
+	__u64 max_delay_ns;  /* a packet whose predicted wait exceeds this is refused
+	                      * (reason DEADLINE); 1 ms..SLUICE_SHAPE_MAX_DELAY_NS */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_shape) == 16, "sluice_shape layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_shape, max_delay_ns) == 8,
+                     "sluice_shape.max_delay_ns offset");
+
 struct sluice_class_entry {
 	struct sluice_level_limit per_source;
 	struct sluice_level_limit aggregate;
@@ -201,10 +224,13 @@ struct sluice_class_entry {
 	__u8 table_full_verdict; /* enum sluice_verdict when source state cannot be created */
 	__u8 prefix_v4;     /* source aggregation: 1..32, default 32 */
 	__u8 prefix_v6;     /* source aggregation: 1..128, default 64 */
+	struct sluice_shape shape; /* sluice-dpdk only: needs action LIMIT and an aggregate */
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 168, "sluice_class_entry layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 184, "sluice_class_entry layout");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, class_id) == 160,
                      "sluice_class_entry.class_id offset");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, shape) == 168,
+                     "sluice_class_entry.shape offset");
 
 struct sluice_policy_header {
 	__u64 version;                /* the daemon's policy version, only grows */
@@ -242,7 +268,9 @@ SLUICE_INLINE __u32 sluice_counter_index(__u32 class_id, __u32 verdict, __u32 re
 	X(DROP_EVENTS_SENT, "drop_events_sent", "sampled drops sent to the ring buffer") \
 	X(DROP_EVENTS_LOST, "drop_events_lost", "sampled drops lost: ring buffer full") \
 	X(STATE_LOOKUP_FAILED, "state_lookup_failed",                          \
-	  "class or global state missing: packet passed")
+	  "class or global state missing: packet passed")                      \
+	X(TX_FULL, "tx_full",                                                  \
+	  "sluice-dpdk: passed frames the TX queue had no room for (freed)")
 
 enum sluice_stat {
 #define SLUICE_X(id, label, help) SLUICE_STAT_##id,
