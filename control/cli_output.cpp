@@ -122,7 +122,12 @@ std::string decision_cost(const json& interface, double packets_per_second) {
     const double decisions = per_second.get<double>();
     // Every packet counted is one run of the program, so runs that stand still
     // while packets flow mean the kernel is not counting (BPF_ENABLE_STATS off).
-    if (decisions <= 0 && packets_per_second > 0) return "decision cost not measured: BPF run-time stats are off";
+    // Only XDP has BPF run-time stats; a daemon without "kind" is sluiced.
+    if (decisions <= 0 && packets_per_second > 0) {
+        const json& kind = member(interface, "kind");
+        if (kind.is_string() && kind.get<std::string>() != "xdp") return "decision cost not measured";
+        return "decision cost not measured: BPF run-time stats are off";
+    }
     if (decisions <= 0) return "0 decisions/s";
     char cost[32];
     std::snprintf(cost, sizeof(cost), "%.0f", ns.get<double>());
@@ -263,7 +268,9 @@ std::string format_status(const json& result) {
     if (interfaces.is_array() && !interfaces.empty()) {
         Table table({"NAME", "MODE", "VERSION", "SOURCES(per-cpu/shared)/CAPACITY", "PIN"});
         for (const json& interface : interfaces) {
-            table.add_row({text_of(interface, "name"), text_of(interface, "mode"),
+            // A DPDK port has no XDP mode: its kind says what it is.
+            const json& mode = member(interface, "mode");
+            table.add_row({text_of(interface, "name"), text_of(mode.is_null() ? member(interface, "kind") : mode),
                            version_of(interface, "active_version"),
                            text_of(interface, "sources_per_cpu") + "/" + text_of(interface, "sources_shared") + "/" +
                                text_of(interface, "source_capacity"),

@@ -7,6 +7,7 @@
 #include <linux/if_link.h>
 #include <linux/magic.h>
 #include <net/if.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <ctime>
@@ -42,14 +44,6 @@ uint64_t monotonic_ns() {
 }
 
 double monotonic_s() { return static_cast<double>(monotonic_ns()) / 1e9; }
-
-// The kernel's run-time statistics of a program: (ns spent, runs).
-std::pair<uint64_t, uint64_t> program_run_stats(int program_fd) {
-    bpf_prog_info info{};
-    __u32 length = sizeof(info);
-    if (bpf_obj_get_info_by_fd(program_fd, &info, &length) != 0) return {0, 0};
-    return {info.run_time_ns, info.run_cnt};
-}
 
 bool on_bpffs(const std::string& path) {
     struct statfs fs {};
@@ -120,6 +114,15 @@ Error as_internal(const Error& error) {
     return control_error(ControlErrorCode::internal, error.message, error.setting);
 }
 
+// sluice-dpdk takes its ports on the command line; the control socket cannot change them.
+Error fixed_ports_error(const std::string& verb) {
+    return control_error(ControlErrorCode::invalid,
+                         verb +
+                             " is not available here: sluice-dpdk's ports are fixed when the appliance starts "
+                             "(give them on its command line)",
+                         "interface");
+}
+
 // The XDP mode our program runs in on `ifindex`, from the kernel.
 XdpMode attached_mode(int ifindex, int program_fd) {
     LIBBPF_OPTS(bpf_xdp_query_opts, query);
@@ -132,6 +135,27 @@ XdpMode attached_mode(int ifindex, int program_fd) {
 }
 
 }  // namespace
+
+namespace {
+DaemonSignals* g_signals = nullptr;  // set once, before the handlers are installed
+
+void on_signal(int signal) {
+    if (signal == SIGHUP) {
+        g_signals->reload.store(true);
+    } else {
+        g_signals->stop.store(true);
+    }
+}
+}  // namespace
+
+void install_signal_handlers(DaemonSignals& signals) {
+    g_signals = &signals;
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    for (const int signal : {SIGTERM, SIGINT, SIGHUP}) sigaction(signal, &action, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+}
 
 void notify_systemd(const std::string& state) {
     const char* path = std::getenv("NOTIFY_SOCKET");
@@ -172,8 +196,8 @@ Status prepare_bpffs_dir(const std::string& dir) {
     return ok_status();
 }
 
-Daemon::Daemon(DaemonConfig config, std::unique_ptr<PolicyService> policy, ControlServer server)
-    : config_(std::move(config)), policy_(std::move(policy)), server_(std::move(server)) {
+Daemon::Daemon(DaemonConfig config, std::unique_ptr<PolicyService> policy, ControlServer server, bool fixed_ports)
+    : config_(std::move(config)), fixed_ports_(fixed_ports), policy_(std::move(policy)), server_(std::move(server)) {
     started_unix_s_ = static_cast<int64_t>(std::time(nullptr));
 }
 
@@ -185,16 +209,58 @@ Daemon::~Daemon() {
 Result<std::unique_ptr<Daemon>> Daemon::start(DaemonConfig config) {
     set_log_level(config.log_level);
     if (auto status = prepare_bpffs_dir(config.bpffs_dir); !status) return status.error();
+    const int cpus = libbpf_num_possible_cpus();
+    if (cpus <= 0) return Error{errno_message("counting possible CPUs", -cpus)};
+    auto created = create(std::move(config), static_cast<uint32_t>(cpus), false);
+    if (!created) return created.error();
+    std::unique_ptr<Daemon> daemon = std::move(created.value());
 
+    daemon->bpf_stats_ = UniqueFd(bpf_enable_stats(BPF_STATS_RUN_TIME));
+    if (daemon->bpf_stats_.get() < 0)
+        log(LogLevel::warn, "BPF run-time statistics unavailable; decision cost will read 0",
+            {{"error", std::strerror(errno)}});
+    if (auto status = daemon->serve_metrics(); !status) return status.error();
+
+    if (auto status = daemon->adopt_pinned_interfaces(); !status) return status.error();
+    daemon->bring_to_current_policy();
+    if (auto status = daemon->attach_configured_interfaces(); !status) return status.error();
+    daemon->announce_ready();
+    return daemon;
+}
+
+Result<std::unique_ptr<Daemon>> Daemon::start_fixed(DaemonConfig config, std::vector<FixedPort> ports, uint32_t cpus) {
+    set_log_level(config.log_level);
+    if (!config.interfaces.empty())
+        return Error{"sluice-dpdk takes its ports on the command line, not from [[interface]] tables in the config",
+                     "interface"};
+    if (cpus == 0) return Error{"sluice-dpdk needs at least one worker to compile the policy for"};
+    auto created = create(std::move(config), cpus, true);
+    if (!created) return created.error();
+    std::unique_ptr<Daemon> daemon = std::move(created.value());
+    if (auto status = daemon->serve_metrics(); !status) return status.error();
+
+    for (FixedPort& port : ports) {
+        if (!port.dataplane) return Error{"port " + port.name + " has no dataplane"};
+        if (daemon->interfaces_.count(port.name)) return Error{"port " + port.name + " is given twice"};
+        auto interface = std::make_unique<Interface>();
+        interface->name = port.name;
+        interface->dataplane = std::move(port.dataplane);
+        if (auto status = daemon->policy_->add_target(port.name, interface->dataplane.get()); !status)
+            return status.error();
+        daemon->interfaces_[port.name] = std::move(interface);
+    }
+    daemon->bring_to_current_policy();
+    daemon->announce_ready();
+    return daemon;
+}
+
+Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config, uint32_t cpus, bool fixed_ports) {
     std::error_code error;
     std::filesystem::create_directories(config.state_dir, error);
     if (error) return Error{"cannot create state_dir " + config.state_dir + ": " + error.message()};
     auto store = VersionStore::open(config.state_dir);
     if (!store) return store.error();
     for (const std::string& warning : store.value().warnings()) log(LogLevel::warn, warning);
-
-    const int cpus = libbpf_num_possible_cpus();
-    if (cpus <= 0) return Error{errno_message("counting possible CPUs", -cpus)};
 
     ControlServerOptions server_options;
     server_options.socket_path = config.socket;
@@ -210,44 +276,45 @@ Result<std::unique_ptr<Daemon>> Daemon::start(DaemonConfig config) {
     auto server = ControlServer::listen(server_options);
     if (!server) return server.error();
 
-    auto policy =
-        std::make_unique<PolicyService>(std::move(store.value()), PolicyLoadOptions{static_cast<uint32_t>(cpus)});
-    std::unique_ptr<Daemon> daemon(new Daemon(std::move(config), std::move(policy), std::move(server.value())));
+    auto policy = std::make_unique<PolicyService>(std::move(store.value()), PolicyLoadOptions{cpus});
+    std::unique_ptr<Daemon> daemon(
+        new Daemon(std::move(config), std::move(policy), std::move(server.value()), fixed_ports));
     daemon->register_handlers();
+    return daemon;
+}
 
-    daemon->bpf_stats_ = UniqueFd(bpf_enable_stats(BPF_STATS_RUN_TIME));
-    if (daemon->bpf_stats_.get() < 0)
-        log(LogLevel::warn, "BPF run-time statistics unavailable; decision cost will read 0",
-            {{"error", std::strerror(errno)}});
-    if (!daemon->config_.metrics_address.empty()) {
-        auto metrics = MetricsEndpoint::serve(daemon->config_.metrics_address);
-        if (!metrics) return metrics.error();
-        daemon->metrics_ = std::move(metrics.value());
-        log(LogLevel::info, "serving metrics",
-            {{"address", daemon->config_.metrics_address}, {"port", std::to_string(daemon->metrics_->port())}});
-    }
+Status Daemon::serve_metrics() {
+    if (config_.metrics_address.empty()) return ok_status();
+    auto metrics = MetricsEndpoint::serve(config_.metrics_address);
+    if (!metrics) return metrics.error();
+    metrics_ = std::move(metrics.value());
+    log(LogLevel::info, "serving metrics",
+        {{"address", config_.metrics_address}, {"port", std::to_string(metrics_->port())}});
+    return ok_status();
+}
 
-    if (auto status = daemon->adopt_pinned_interfaces(); !status) return status.error();
-    if (auto status = daemon->policy_->reconcile(); !status)
+void Daemon::bring_to_current_policy() {
+    if (auto status = policy_->reconcile(); !status)
         log(LogLevel::error, "an interface does not run the current policy", {{"error", status.error().message}});
-    if (!daemon->config_.policy_file.empty()) daemon->reload_policy_file();
-    if (auto status = daemon->attach_configured_interfaces(); !status) return status.error();
+    if (!config_.policy_file.empty()) reload_policy_file();
+}
 
-    daemon->sample_counters();
-    daemon->publish_metrics();
-    const auto current = daemon->policy_->current();
+void Daemon::announce_ready() {
+    sample_counters();
+    publish_metrics();
+    const auto current = policy_->current();
     log(LogLevel::info, "ready",
-        {{"socket", daemon->config_.socket},
-         {"interfaces", std::to_string(daemon->interfaces_.size())},
+        {{"socket", config_.socket},
+         {"interfaces", std::to_string(interfaces_.size())},
          {"policy_version", current ? std::to_string(current->version) : "none"}});
     notify_systemd("READY=1\nSTATUS=enforcing");
-    return daemon;
 }
 
 Result<std::unique_ptr<XdpDataplane>> Daemon::open_dataplane(const std::string& pin_dir) const {
     XdpOptions options;
     options.pin_dir = pin_dir;
     options.source_capacity = config_.source_capacity;
+    options.run_time_stats = bpf_stats_.get() >= 0;
     return XdpDataplane::open(options);
 }
 
@@ -265,15 +332,14 @@ Status Daemon::adopt_pinned_interfaces() {
                 {{"interface", name}, {"pin_dir", entry.path()}});
             continue;
         }
+        const XdpMode mode = attached_mode(ifindex, dataplane.value()->program_fd());
         auto interface = std::make_unique<Interface>();
         interface->name = name;
-        interface->ifindex = ifindex;
-        interface->pin_dir = entry.path();
-        interface->mode = attached_mode(ifindex, dataplane.value()->program_fd());
+        interface->xdp = XdpAttachment{ifindex, mode, entry.path(), dataplane.value().get()};
         interface->dataplane = std::move(dataplane.value());
         if (auto status = policy_->add_target(name, interface->dataplane.get()); !status) return status;
         log(LogLevel::info, "re-adopted pinned interface",
-            {{"interface", name}, {"mode", std::string(xdp_mode_name(interface->mode))}, {"pin_dir", entry.path()}});
+            {{"interface", name}, {"mode", std::string(xdp_mode_name(mode))}, {"pin_dir", entry.path()}});
         interfaces_[name] = std::move(interface);
     }
     if (error) return Error{"cannot list bpffs_dir " + config_.bpffs_dir + ": " + error.message()};
@@ -284,10 +350,10 @@ Status Daemon::attach_configured_interfaces() {
     for (const InterfaceConfig& wanted : config_.interfaces) {
         const auto found = interfaces_.find(wanted.name);
         if (found != interfaces_.end()) {
-            if (found->second->mode != wanted.mode)
+            if (found->second->xdp->mode != wanted.mode)
                 log(LogLevel::warn, "interface stays in the mode it was attached in; detach and attach to change it",
                     {{"interface", wanted.name},
-                     {"mode", std::string(xdp_mode_name(found->second->mode))},
+                     {"mode", std::string(xdp_mode_name(found->second->xdp->mode))},
                      {"configured", std::string(xdp_mode_name(wanted.mode))}});
             continue;
         }
@@ -301,14 +367,13 @@ Status Daemon::attach_interface(const std::string& name, XdpMode mode) {
     const int ifindex = static_cast<int>(if_nametoindex(name.c_str()));
     if (ifindex == 0) return Error{"no interface named \"" + name + "\" in sluiced's network namespace", "interface"};
 
+    const std::string pin_dir = config_.bpffs_dir + "/" + name;
+    const bool had_pins = std::filesystem::exists(pin_dir);
+    auto dataplane = open_dataplane(pin_dir);
+    if (!dataplane) return dataplane.error();
     auto interface = std::make_unique<Interface>();
     interface->name = name;
-    interface->ifindex = ifindex;
-    interface->mode = mode;
-    interface->pin_dir = config_.bpffs_dir + "/" + name;
-    const bool had_pins = std::filesystem::exists(interface->pin_dir);
-    auto dataplane = open_dataplane(interface->pin_dir);
-    if (!dataplane) return dataplane.error();
+    interface->xdp = XdpAttachment{ifindex, mode, pin_dir, dataplane.value().get()};
     interface->dataplane = std::move(dataplane.value());
 
     // Policy first, link second: the interface never runs without the current version.
@@ -316,15 +381,15 @@ Status Daemon::attach_interface(const std::string& name, XdpMode mode) {
         (void)policy_->remove_target(name);
         interface->dataplane.reset();
         std::error_code ignored;
-        if (!had_pins) std::filesystem::remove_all(interface->pin_dir, ignored);
+        if (!had_pins) std::filesystem::remove_all(pin_dir, ignored);
         return error;
     };
     if (auto status = policy_->add_target(name, interface->dataplane.get()); !status) return undo(status.error());
     if (auto status = policy_->reconcile(); !status) return undo(status.error());
-    if (auto status = interface->dataplane->attach(ifindex, mode); !status) return undo(status.error());
+    if (auto status = interface->xdp->dataplane->attach(ifindex, mode); !status) return undo(status.error());
 
     log(LogLevel::info, "attached",
-        {{"interface", name}, {"mode", std::string(xdp_mode_name(mode))}, {"pin_dir", interface->pin_dir}});
+        {{"interface", name}, {"mode", std::string(xdp_mode_name(mode))}, {"pin_dir", pin_dir}});
     interfaces_[name] = std::move(interface);
     return ok_status();
 }
@@ -332,10 +397,10 @@ Status Daemon::attach_interface(const std::string& name, XdpMode mode) {
 Status Daemon::detach_interface(const std::string& name) {
     const auto found = interfaces_.find(name);
     if (found == interfaces_.end()) return Error{"interface " + name + " is not attached", "interface"};
-    Interface& interface = *found->second;
-    if (auto status = interface.dataplane->detach(interface.ifindex); !status) return status;
+    const XdpAttachment& xdp = *found->second->xdp;
+    if (auto status = xdp.dataplane->detach(xdp.ifindex); !status) return status;
     (void)policy_->remove_target(name);
-    const std::string pin_dir = interface.pin_dir;
+    const std::string pin_dir = xdp.pin_dir;
     interfaces_.erase(found);
     std::error_code error;
     std::filesystem::remove_all(pin_dir, error);
@@ -380,7 +445,7 @@ void Daemon::sample_counters() {
         }
         sample.counters = std::move(counters.value());
         sample.stats = stats.value();
-        std::tie(sample.run_time_ns, sample.run_count) = program_run_stats(interface->dataplane->program_fd());
+        sample.cost = interface->dataplane->decision_cost();
         interface->previous = std::move(interface->latest);
         interface->latest = std::move(sample);
     }
@@ -427,7 +492,7 @@ void Daemon::publish_metrics() {
     }
     snapshot.pushes_accepted = pushes_accepted_;
     snapshot.pushes_rejected = pushes_rejected_;
-    snapshot.bpf_stats_enabled = bpf_stats_.get() >= 0;
+    snapshot.decision_cost_enabled = decision_cost_enabled();
     snapshot.requests = server_.counts();
     snapshot.class_names = class_names();
     const double now = monotonic_s();
@@ -435,12 +500,12 @@ void Daemon::publish_metrics() {
         if (!interface->latest) continue;
         InterfaceSnapshot entry;
         entry.name = name;
+        entry.kind = interface->dataplane->kind();
         const CounterSample& sample = *interface->latest;
         entry.counters = sample.counters;
         entry.stats = sample.stats;
-        entry.run_time_ns = sample.run_time_ns;
-        entry.run_count = sample.run_count;
-        entry.syscall_errors = interface->dataplane->syscall_errors();
+        entry.decision_cost = sample.cost;
+        if (interface->xdp) entry.syscall_errors = interface->xdp->dataplane->syscall_errors();
         entry.source_capacity = config_.source_capacity;
         if (auto version = interface->dataplane->active_version()) entry.active_version = version.value();
         entry.sources_per_cpu = interface->source_counts.first;
@@ -471,7 +536,9 @@ Status Daemon::run(DaemonSignals& signals) {
         }
     }
     notify_systemd("STOPPING=1");
-    if (config_.detach_on_exit) {
+    if (fixed_ports_) {
+        log(LogLevel::info, "stopped", {{"ports", std::to_string(interfaces_.size())}});
+    } else if (config_.detach_on_exit) {
         std::vector<std::string> names;
         for (const auto& [name, interface] : interfaces_) names.push_back(name);
         for (const std::string& name : names) {
@@ -496,8 +563,15 @@ std::map<uint32_t, std::string> Daemon::class_names() const {
     return names;
 }
 
+bool Daemon::decision_cost_enabled() const {
+    if (!fixed_ports_) return bpf_stats_.get() >= 0;
+    return std::all_of(interfaces_.begin(), interfaces_.end(),
+                       [](const auto& entry) { return entry.second->dataplane->decision_cost_enabled(); });
+}
+
 std::vector<std::string> Daemon::unprotected_interfaces() const {
     std::vector<std::string> names;
+    if (fixed_ports_) return names;  // links without XDP are an XDP host's concern
     std::unique_ptr<struct if_nameindex, void (*)(struct if_nameindex*)> list(if_nameindex(), if_freenameindex);
     UniqueFd probe(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     if (!list || probe.get() < 0) return names;
@@ -518,14 +592,18 @@ Result<json> Daemon::status_json() {
         auto sources = interface->dataplane->source_counts();
         if (!version) return as_internal(version.error());
         if (!sources) return as_internal(sources.error());
-        interfaces.push_back({{"name", name},
-                              {"ifindex", interface->ifindex},
-                              {"mode", xdp_mode_name(interface->mode)},
-                              {"active_version", version.value()},
-                              {"pin_dir", interface->pin_dir},
-                              {"sources_per_cpu", sources.value().first},
-                              {"sources_shared", sources.value().second},
-                              {"source_capacity", config_.source_capacity}});
+        json entry{{"name", name},
+                   {"kind", interface->dataplane->kind()},
+                   {"active_version", version.value()},
+                   {"sources_per_cpu", sources.value().first},
+                   {"sources_shared", sources.value().second},
+                   {"source_capacity", config_.source_capacity}};
+        if (interface->xdp) {
+            entry["ifindex"] = interface->xdp->ifindex;
+            entry["mode"] = xdp_mode_name(interface->xdp->mode);
+            entry["pin_dir"] = interface->xdp->pin_dir;
+        }
+        interfaces.push_back(std::move(entry));
     }
     const auto current = policy_->current();
     const double uptime = std::chrono::duration<double>(Clock::now() - started_).count();
@@ -536,7 +614,7 @@ Result<json> Daemon::status_json() {
                   {"uptime_s", uptime},
                   {"socket", config_.socket},
                   {"state_dir", config_.state_dir},
-                  {"bpffs_dir", config_.bpffs_dir}}},
+                  {"bpffs_dir", fixed_ports_ ? json(nullptr) : json(config_.bpffs_dir)}}},
                 {"policy", current ? version_summary(*current) : json(nullptr)},
                 {"interfaces", std::move(interfaces)},
                 {"unprotected", unprotected_interfaces()}};
@@ -609,14 +687,17 @@ Result<json> Daemon::stats_json() {
             health[std::string(stat_label(stat))] = stats.value()[stat];
         double decision_ns = 0, decisions_per_second = 0;
         if (have_rates && dt > 0) {
-            const uint64_t runs = interface->latest->run_count - interface->previous->run_count;
-            const uint64_t spent = interface->latest->run_time_ns - interface->previous->run_time_ns;
+            const uint64_t runs = interface->latest->cost.decisions - interface->previous->cost.decisions;
+            const uint64_t spent = interface->latest->cost.time_ns - interface->previous->cost.time_ns;
             decisions_per_second = static_cast<double>(runs) / dt;
             if (runs > 0) decision_ns = static_cast<double>(spent) / static_cast<double>(runs);
         }
+        const bool cost_enabled = interface->dataplane->decision_cost_enabled();
         interfaces.push_back({{"name", name},
+                              {"kind", interface->dataplane->kind()},
                               {"active_version", version.value()},
-                              {"bpf_stats_enabled", bpf_stats_.get() >= 0},
+                              {"decision_cost_enabled", cost_enabled},
+                              {"bpf_stats_enabled", cost_enabled},  // its name before DPDK; kept for clients
                               {"decision_ns", decision_ns},
                               {"decisions_per_second", decisions_per_second},
                               {"classes", std::move(classes)},
@@ -667,6 +748,7 @@ void Daemon::register_handlers() {
     server_.handle("stats", [this](const json&, const Peer&) { return stats_json(); });
 
     server_.handle("attach", [this](const json& args, const Peer& peer) -> Result<json> {
+        if (fixed_ports_) return fixed_ports_error("attach");
         auto name = string_arg(args, "interface");
         auto mode_name = string_arg(args, "mode", std::string("native"));
         if (!name) return name.error();
@@ -678,12 +760,13 @@ void Daemon::register_handlers() {
         const Interface& interface = *interfaces_.at(name.value());
         auto version = interface.dataplane->active_version();
         return json{{"interface", name.value()},
-                    {"ifindex", interface.ifindex},
-                    {"mode", xdp_mode_name(interface.mode)},
+                    {"ifindex", interface.xdp->ifindex},
+                    {"mode", xdp_mode_name(interface.xdp->mode)},
                     {"active_version", version ? version.value() : 0}};
     });
 
     server_.handle("detach", [this](const json& args, const Peer& peer) -> Result<json> {
+        if (fixed_ports_) return fixed_ports_error("detach");
         auto name = string_arg(args, "interface");
         if (!name) return name.error();
         log(LogLevel::info, "detach requested", {{"interface", name.value()}, {"peer_uid", std::to_string(peer.uid)}});

@@ -2,7 +2,10 @@
 // sluiced: owns one XdpDataplane per attached interface (pinned under
 // <bpffs_dir>/<ifname>/), the policy versions (PolicyService over the
 // VersionStore) and the control socket, and serves the verbs sluicectl uses
-// (README.md, "Control protocol").
+// (README.md, "Control protocol"). sluice-dpdk embeds the same daemon over
+// its ports (start_fixed), so sluicectl works the same against either; the
+// verbs see EnforcementPoints, and only attach/detach, pins and the syscall
+// error counters are XDP's own.
 //
 // Life cycle. start() listens first (so a second sluiced fails before it
 // touches anything), re-adopts every pinned interface (links switch to the
@@ -34,15 +37,31 @@
 
 namespace sluice {
 
-// Set from signal handlers (lock-free atomics are async-signal-safe).
+// Set from signal handlers (lock-free atomics are async-signal-safe) or from
+// another thread of the owner; run() looks at them at least every 250 ms.
 struct DaemonSignals {
     std::atomic<bool> stop{false};
     std::atomic<bool> reload{false};
 };
 
+// A port sluice-dpdk enforces on, named as status and stats show it.
+struct FixedPort {
+    std::string name;
+    std::unique_ptr<EnforcementPoint> dataplane;
+};
+
 class Daemon {
   public:
+    // sluiced: attaches XDP to the configured interfaces (life cycle above).
     static Result<std::unique_ptr<Daemon>> start(DaemonConfig config);
+    // sluice-dpdk: serves ports it was given; no bpffs, no attach/detach (those
+    // verbs answer an `invalid` error saying the ports are fixed when the
+    // appliance starts). `cpus` is the number of workers the policy is compiled
+    // for (split shares are rate/cpus). Ignores bpffs_dir and detach_on_exit;
+    // `interfaces` must be empty. The daemon owns the ports' dataplanes: stop
+    // their workers before destroying it.
+    static Result<std::unique_ptr<Daemon>> start_fixed(DaemonConfig config, std::vector<FixedPort> ports,
+                                                       uint32_t cpus);
     ~Daemon();
     Daemon(const Daemon&) = delete;
     Daemon& operator=(const Daemon&) = delete;
@@ -57,15 +76,21 @@ class Daemon {
         Clock::time_point at{};
         std::vector<sluice_counter> counters;
         std::array<uint64_t, SLUICE_STAT_COUNT> stats{};
-        uint64_t run_time_ns = 0, run_count = 0;  // BPF run-time statistics of the program
+        DecisionCost cost;
+    };
+
+    // What only an XDP interface has.
+    struct XdpAttachment {
+        int ifindex = 0;
+        XdpMode mode = XdpMode::native;
+        std::string pin_dir;
+        XdpDataplane* dataplane = nullptr;  // Interface::dataplane, for attach/detach and the error counters
     };
 
     struct Interface {
         std::string name;
-        int ifindex = 0;
-        XdpMode mode = XdpMode::native;
-        std::string pin_dir;
-        std::unique_ptr<XdpDataplane> dataplane;
+        std::unique_ptr<EnforcementPoint> dataplane;
+        std::optional<XdpAttachment> xdp;  // empty for a fixed port
         // The two latest periodic samples: rates are their difference.
         std::optional<CounterSample> previous, latest;
         HotSources hot_sources;
@@ -73,7 +98,16 @@ class Daemon {
         std::pair<size_t, size_t> source_counts{};
     };
 
-    Daemon(DaemonConfig config, std::unique_ptr<PolicyService> policy, ControlServer server);
+    Daemon(DaemonConfig config, std::unique_ptr<PolicyService> policy, ControlServer server, bool fixed_ports);
+
+    // What both starts share: state_dir, the control socket (listening, so a
+    // second daemon on it fails before touching anything), the policy
+    // service and the handlers.
+    static Result<std::unique_ptr<Daemon>> create(DaemonConfig config, uint32_t cpus, bool fixed_ports);
+    Status serve_metrics();
+    // Brings every interface to the current version, then pushes policy_file.
+    void bring_to_current_policy();
+    void announce_ready();
 
     Status adopt_pinned_interfaces();
     Status attach_configured_interfaces();
@@ -93,8 +127,11 @@ class Daemon {
     Result<nlohmann::json> top_json(const nlohmann::json& args);
     std::vector<std::string> unprotected_interfaces() const;
     std::map<uint32_t, std::string> class_names() const;
+    bool decision_cost_enabled() const;
 
     DaemonConfig config_;
+    // sluice-dpdk: the interfaces are the ports start_fixed was given.
+    bool fixed_ports_ = false;
     std::unique_ptr<PolicyService> policy_;  // not movable: it holds a mutex
     ControlServer server_;
     std::map<std::string, std::unique_ptr<Interface>> interfaces_;
@@ -107,6 +144,11 @@ class Daemon {
     std::unique_ptr<MetricsEndpoint> metrics_;
     uint64_t pushes_accepted_ = 0, pushes_rejected_ = 0;
 };
+
+// Routes SIGTERM and SIGINT to signals.stop and SIGHUP to signals.reload,
+// and ignores SIGPIPE (a client that hangs up must not kill the daemon).
+// Once per process; `signals` must live until it exits.
+void install_signal_handlers(DaemonSignals& signals);
 
 // Sends a state line ("READY=1", "STOPPING=1") to systemd when it started us
 // with Type=notify ($NOTIFY_SOCKET); does nothing otherwise.

@@ -135,12 +135,16 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
     for (const InterfaceSnapshot& interface : snapshot.interfaces) {
         const std::string& name = interface.name;
         add_decisions(snapshot, interface, packets, bytes, table_full);
-        add(run_time, {{"interface", name}, {"program", "sluice_xdp"}},
-            static_cast<double>(interface.run_time_ns) / 1e9);
-        add(run_count, {{"interface", name}, {"program", "sluice_xdp"}}, static_cast<double>(interface.run_count));
-        for (size_t op = 0; op < interface.syscall_errors.size(); op++)
-            add(errors, {{"interface", name}, {"operation", std::string(kSyscallOpLabels[op])}},
-                static_cast<double>(interface.syscall_errors[op]));
+        const std::string program = "sluice_" + interface.kind;
+        add(run_time, {{"interface", name}, {"program", program}},
+            static_cast<double>(interface.decision_cost.time_ns) / 1e9);
+        add(run_count, {{"interface", name}, {"program", program}},
+            static_cast<double>(interface.decision_cost.decisions));
+        if (interface.syscall_errors) {
+            for (size_t op = 0; op < interface.syscall_errors->size(); op++)
+                add(errors, {{"interface", name}, {"operation", std::string(kSyscallOpLabels[op])}},
+                    static_cast<double>((*interface.syscall_errors)[op]));
+        }
         add(errors, {{"interface", name}, {"operation", "state_lookup"}},
             static_cast<double>(interface.stats[SLUICE_STAT_STATE_LOOKUP_FAILED]));
         add(sources, {{"interface", name}, {"table", "per_cpu"}}, static_cast<double>(interface.sources_per_cpu));
@@ -179,7 +183,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
     auto stats_enabled =
         family("sluice_bpf_stats_enabled", "1 while sluiced holds BPF run-time statistics on (BPF_ENABLE_STATS).",
                MetricType::Gauge);
-    add(stats_enabled, {}, snapshot.bpf_stats_enabled ? 1 : 0);
+    add(stats_enabled, {}, snapshot.decision_cost_enabled ? 1 : 0);
     auto build = family("sluice_build_info", "The sluiced build; always 1.", MetricType::Gauge);
     add(build, {{"version", snapshot.version}, {"abi", std::to_string(SLUICE_ABI_VERSION)}}, 1);
     auto start = family("sluice_start_time_seconds", "When sluiced started, in Unix time.", MetricType::Gauge);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Prometheus metrics of sluiced (README.md, "Metrics"): what the dataplanes
+// Prometheus metrics of sluiced and sluice-dpdk (README.md, "Metrics"): what the dataplanes
 // decided, what deciding costs, table pressure, hot sources, policy versions
 // and the daemon itself.
 //
@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include <prometheus/metric_family.h>
 
 #include "control_server.h"
+#include "dataplane.h"
 #include "hot_sources.h"
 #include "result.h"
 #include "sluice/abi.h"
@@ -35,12 +37,14 @@ namespace sluice {
 
 struct InterfaceSnapshot {
     std::string name;
+    std::string kind = "xdp";  // EnforcementPoint::kind(): names the program in the decision cost series
     uint64_t active_version = 0;
     std::vector<sluice_counter> counters;  // class x verdict x reason
     std::array<uint64_t, SLUICE_STAT_COUNT> stats{};
-    std::array<uint64_t, static_cast<size_t>(SyscallOp::count)> syscall_errors{};
+    // XDP only: failed syscalls by what they were for (a DPDK port makes none).
+    std::optional<std::array<uint64_t, static_cast<size_t>(SyscallOp::count)>> syscall_errors;
     uint64_t sources_per_cpu = 0, sources_shared = 0, source_capacity = 0;
-    uint64_t run_time_ns = 0, run_count = 0;  // the kernel's BPF run-time statistics
+    DecisionCost decision_cost;  // XDP: the kernel's BPF run-time statistics
     std::vector<HotSource> hot_sources;
 };
 
@@ -51,7 +55,8 @@ struct DaemonSnapshot {
     uint64_t policy_version = 0;  // 0: none yet
     std::string policy_sha256;
     uint64_t pushes_accepted = 0, pushes_rejected = 0;
-    bool bpf_stats_enabled = false;
+    // Every interface measures its decision cost (sluiced: BPF_ENABLE_STATS is held).
+    bool decision_cost_enabled = false;
     RequestCounts requests;
     std::map<uint32_t, std::string> class_names;  // id -> name in the current policy
     std::vector<InterfaceSnapshot> interfaces;

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // sluiced: the Sluice daemon (see daemon.h and README.md).
 //   sluiced --config /etc/sluice/sluiced.toml [--log-level LEVEL]
-#include <signal.h>
-
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -14,14 +12,6 @@
 namespace {
 
 sluice::DaemonSignals g_signals;
-
-void on_signal(int signal) {
-    if (signal == SIGHUP) {
-        g_signals.reload.store(true);
-    } else {
-        g_signals.stop.store(true);
-    }
-}
 
 int usage(const char* problem) {
     if (problem != nullptr) std::fprintf(stderr, "sluiced: %s\n", problem);
@@ -65,11 +55,7 @@ int main(int argc, char** argv) {
         config.value().log_level = *level;
     }
 
-    struct sigaction action {};
-    action.sa_handler = on_signal;
-    sigemptyset(&action.sa_mask);
-    for (const int signal : {SIGTERM, SIGINT, SIGHUP}) sigaction(signal, &action, nullptr);
-    signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the daemon
+    sluice::install_signal_handlers(g_signals);
 
     auto daemon = sluice::Daemon::start(std::move(config.value()));
     if (!daemon) {

@@ -11,10 +11,10 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <optional>
 #include <string_view>
 
 #include "sluice.skel.h"
+#include "sluice/bucket.h"
 
 namespace sluice {
 namespace {
@@ -73,6 +73,7 @@ Status XdpDataplane::load(const XdpOptions& options) {
     if (cpus <= 0) return syscall_error(SyscallOp::load, "counting possible CPUs", -cpus);
     cpus_ = static_cast<uint32_t>(cpus);
     pin_dir_ = options.pin_dir;
+    run_time_stats_ = options.run_time_stats;
 
     skel_.reset(sluice_bpf__open());
     if (!skel_) return syscall_error(SyscallOp::load, "opening the BPF object", errno);
@@ -191,6 +192,14 @@ Status XdpDataplane::adopt_pinned_links() {
 }
 
 int XdpDataplane::program_fd() const { return bpf_program__fd(skel_->progs.sluice_xdp); }
+
+DecisionCost XdpDataplane::decision_cost() {
+    if (!run_time_stats_) return {};
+    bpf_prog_info info{};
+    __u32 length = sizeof(info);
+    if (bpf_obj_get_info_by_fd(program_fd(), &info, &length) != 0) return {};
+    return {info.run_time_ns, info.run_cnt};
+}
 
 void XdpDataplane::set_test_clock(uint64_t now_ns) {
     __atomic_store_n(&skel_->bss->sluice_test_now_ns, now_ns, __ATOMIC_RELEASE);
@@ -373,19 +382,8 @@ Result<size_t> XdpDataplane::collect_idle_sources(uint64_t now_ns) {
         if (const int err = bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sluice_classes), &index, &classes[id]))
             return syscall_error(SyscallOp::map_lookup, "reading class entries", error_code(err));
     }
-    auto idle_after = [&](const sluice_source_key& key, bool shared) -> std::optional<uint64_t> {
-        const sluice_class_entry& cls = classes[key.class_id % SLUICE_MAX_CLASSES];
-        if (cls.action != SLUICE_ACTION_LIMIT || !cls.per_source.enabled)
-            return std::nullopt;  // no longer limited: the entry is stale now
-        // A lease's stamp is its expiry; by a full fill time after it the
-        // shared bucket is full again and the unspent lease is worth nothing.
-        const bool lease = cls.per_source.accuracy == SLUICE_ACCURACY_LEASE;
-        const sluice_limit& limit = shared || lease ? cls.per_source.full : cls.per_source.share;
-        return limit.fill_ns + cls.per_source.lease_ttl_ns;
-    };
     auto is_idle = [&](const sluice_source_key& key, bool shared, uint64_t last_use) {
-        const auto wait = idle_after(key, shared);
-        return !wait || (now_ns > last_use && now_ns - last_use >= *wait);
+        return sluice_source_is_idle(&classes[key.class_id % SLUICE_MAX_CLASSES], shared, last_use, now_ns) != 0;
     };
 
     size_t deleted = 0;

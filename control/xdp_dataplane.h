@@ -43,18 +43,21 @@ struct XdpOptions {
     // bpffs directory for maps and links; empty pins nothing. Existing pins
     // there are re-adopted (and refused if their ABI differs).
     std::string pin_dir{};
+    // The caller holds the kernel's BPF run-time statistics on
+    // (BPF_ENABLE_STATS); without it decision_cost() reads 0.
+    bool run_time_stats = false;
 };
 
 // Failed syscalls, counted by what they were for.
 enum class SyscallOp : uint8_t { load, map_lookup, map_update, map_delete, link, pin, ring_buffer, count };
 
-class XdpDataplane : public Dataplane {
+class XdpDataplane : public EnforcementPoint {
   public:
     // Opens and loads the program; with a pin_dir, re-adopts pinned maps and
     // links (a re-adopted link is switched to the new program atomically).
     static Result<std::unique_ptr<XdpDataplane>> open(const XdpOptions& options);
     // Unpinned links detach here; pinned ones keep enforcing (fail-static).
-    ~XdpDataplane();
+    ~XdpDataplane() override;
     XdpDataplane(const XdpDataplane&) = delete;
     XdpDataplane& operator=(const XdpDataplane&) = delete;
 
@@ -65,16 +68,20 @@ class XdpDataplane : public Dataplane {
     Result<uint64_t> active_version() override;
 
     // class x verdict x reason, summed over CPUs; index with sluice_counter_index.
-    Result<std::vector<sluice_counter>> counters();
-    Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats();
+    Result<std::vector<sluice_counter>> counters() override;
+    Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats() override;
     // Calls on_event for every queued sampled drop; never blocks.
-    Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event);
+    Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event) override;
     // Sources in the tables (per-CPU table, shared table).
-    Result<std::pair<size_t, size_t>> source_counts();
+    Result<std::pair<size_t, size_t>> source_counts() override;
     // Deletes source entries idle long enough that a fresh (full) bucket is
     // the same as theirs: now - last use >= fill time + lease lifetime of
     // their class in the active policy. Returns how many were deleted.
-    Result<size_t> collect_idle_sources(uint64_t now_ns);
+    Result<size_t> collect_idle_sources(uint64_t now_ns) override;
+    // The program's BPF run-time statistics (XdpOptions::run_time_stats).
+    DecisionCost decision_cost() override;
+    bool decision_cost_enabled() const override { return run_time_stats_; }
+    std::string kind() const override { return "xdp"; }
 
     Status attach(int ifindex, XdpMode mode);
     Status detach(int ifindex);
@@ -115,6 +122,7 @@ class XdpDataplane : public Dataplane {
     std::map<int, UniqueFd> links_;  // by ifindex
     std::string pin_dir_;
     uint32_t cpus_ = 0;
+    bool run_time_stats_ = false;
     const std::function<void(const sluice_drop_event&)>* event_sink_ = nullptr;  // during drain_events
     std::mutex apply_mutex_;
     std::array<uint64_t, static_cast<size_t>(SyscallOp::count)> errors_{};

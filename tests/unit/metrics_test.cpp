@@ -58,9 +58,9 @@ DaemonSnapshot snapshot_with_traffic() {
     sl0.counters[sluice_counter_index(9, SLUICE_VERDICT_PASS, SLUICE_REASON_ADMITTED)] = {1, 64};  // a removed class
     sl0.stats[SLUICE_STAT_SOURCE_INSERTS] = 12;
     sl0.stats[SLUICE_STAT_STATE_LOOKUP_FAILED] = 2;
-    sl0.syscall_errors[static_cast<size_t>(SyscallOp::map_lookup)] = 4;
-    sl0.run_time_ns = 2'000'000'000;
-    sl0.run_count = 10'000'000;
+    sl0.syscall_errors.emplace();
+    (*sl0.syscall_errors)[static_cast<size_t>(SyscallOp::map_lookup)] = 4;
+    sl0.decision_cost = {2'000'000'000, 10'000'000};
     sluice_source_key key{};
     key.class_id = 1;
     key.family = SLUICE_FAMILY_IPV4;
@@ -107,6 +107,18 @@ TEST(Metrics, CostStateAndPolicy) {
     EXPECT_EQ(value(families, "sluice_interface_policy_version", {{"interface", "sl0"}}), 3);
     EXPECT_EQ(value(families, "sluice_control_requests_total", {{"verb", "status"}, {"result", "ok"}}), 5);
     EXPECT_EQ(value(families, "sluice_hot_source_drop_rate", {{"source", "10.2.0.1"}, {"class", "default"}}), 1234.5);
+}
+
+TEST(Metrics, DpdkPortsHaveNoSyscallsAndNameTheirProgram) {
+    DaemonSnapshot snapshot = snapshot_with_traffic();
+    InterfaceSnapshot& port = snapshot.interfaces[0];
+    port.kind = "dpdk";
+    port.syscall_errors.reset();
+    const auto families = build_metric_families(snapshot);
+    EXPECT_EQ(value(families, "sluice_bpf_run_count_total", {{"interface", "sl0"}, {"program", "sluice_dpdk"}}), 1e7);
+    EXPECT_FALSE(value(families, "sluice_bpf_run_count_total", {{"program", "sluice_xdp"}}));
+    EXPECT_FALSE(value(families, "sluice_dataplane_errors_total", {{"operation", "map_lookup"}}));
+    EXPECT_EQ(value(families, "sluice_dataplane_errors_total", {{"operation", "state_lookup"}}), 2);
 }
 
 TEST(Metrics, NamesFollowPrometheusConventions) {

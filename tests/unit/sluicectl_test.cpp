@@ -441,6 +441,26 @@ TEST(SluicectlOutput, StatsSayWhenTheDecisionCostIsUnknown) {
     EXPECT_EQ(first_line(stats), "sl0: policy version 7, rates not sampled yet");
 }
 
+TEST(SluicectlOutput, DpdkPortsShowTheirKindAndNoBpf) {
+    json status = status_result();
+    status["interfaces"] = json::parse(R"([{"name": "port0", "kind": "dpdk", "active_version": 7,
+        "sources_per_cpu": 4, "sources_shared": 1, "source_capacity": 1024}])");
+    status["unprotected"] = json::array();
+    const std::string text = format_status(status);
+    EXPECT_NE(text.find("\nNAME   MODE  VERSION  SOURCES(per-cpu/shared)/CAPACITY  PIN\n"
+                        "port0  dpdk  7        4/1/1024                          -\n"),
+              std::string::npos)
+        << text;
+
+    json stats = stats_result();
+    stats["interfaces"].erase(1);
+    stats["interfaces"][0]["kind"] = "dpdk";
+    stats["interfaces"][0]["decisions_per_second"] = 0;
+    const std::string stats_text = format_stats(stats);
+    EXPECT_EQ(stats_text.substr(0, stats_text.find('\n')),
+              "sl0: policy version 7, decision cost not measured (rates over the last 1.0 s)");
+}
+
 json top_result() {
     return json::parse(R"({"total_drops_per_second": 12345.6, "tau_s": 10, "sources": [
       {"interface": "sl0", "source": "10.2.0.1", "class": "greedy", "class_id": 2, "drops_per_second": 9800.4,

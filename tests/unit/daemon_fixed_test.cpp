@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: Apache-2.0
+// The daemon as sluice-dpdk embeds it (Daemon::start_fixed): a fake
+// enforcement point on a temp socket and state dir, the daemon loop on its own
+// thread, driven by sluicectl's own code (run_sluicectl), so the verbs are
+// checked as an operator sees them against a dataplane that is not XDP.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli_run.h"
+#include "daemon.h"
+#include "policy_texts.h"
+
+namespace sluice {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr uint32_t kWorkers = 4;
+
+// In memory: counters and events the test sets, policies apply() was given.
+// The daemon's loop thread calls it while the test thread sets it, hence the lock.
+class FakePoint : public EnforcementPoint {
+  public:
+    Status apply(const CompiledPolicy& policy) override {
+        std::lock_guard lock(mutex_);
+        applied_.push_back(policy);
+        return ok_status();
+    }
+    Result<uint64_t> active_version() override {
+        std::lock_guard lock(mutex_);
+        return applied_.empty() ? 0 : applied_.back().header.version;
+    }
+    Result<std::vector<sluice_counter>> counters() override {
+        std::lock_guard lock(mutex_);
+        return counters_;
+    }
+    Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats() override {
+        std::lock_guard lock(mutex_);
+        return stats_;
+    }
+    Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event) override {
+        std::vector<sluice_drop_event> events;
+        {
+            std::lock_guard lock(mutex_);
+            events.swap(events_);
+        }
+        for (const sluice_drop_event& event : events) on_event(event);
+        return events.size();
+    }
+    Result<std::pair<size_t, size_t>> source_counts() override { return std::pair<size_t, size_t>{3, 1}; }
+    Result<size_t> collect_idle_sources(uint64_t) override { return size_t{0}; }
+    DecisionCost decision_cost() override { return {}; }
+    bool decision_cost_enabled() const override { return true; }
+    std::string kind() const override { return "dpdk"; }
+
+    void set_counter(uint32_t class_id, uint32_t verdict, uint32_t reason, sluice_counter value) {
+        std::lock_guard lock(mutex_);
+        counters_[sluice_counter_index(class_id, verdict, reason)] = value;
+    }
+    void queue_event(const sluice_drop_event& event) {
+        std::lock_guard lock(mutex_);
+        events_.push_back(event);
+    }
+    std::vector<CompiledPolicy> applied() const {
+        std::lock_guard lock(mutex_);
+        return applied_;
+    }
+
+  private:
+    mutable std::mutex mutex_;
+    std::vector<CompiledPolicy> applied_;
+    std::vector<sluice_counter> counters_ = std::vector<sluice_counter>(SLUICE_COUNTER_SLOTS);
+    std::array<uint64_t, SLUICE_STAT_COUNT> stats_{};
+    std::vector<sluice_drop_event> events_;
+};
+
+std::vector<uint64_t> versions_of(const std::vector<CompiledPolicy>& policies) {
+    std::vector<uint64_t> versions;
+    for (const CompiledPolicy& policy : policies) versions.push_back(policy.header.version);
+    return versions;
+}
+
+bool same_classes(const CompiledPolicy& a, const CompiledPolicy& b) {
+    return a.classes.size() == b.classes.size() &&
+           std::memcmp(a.classes.data(), b.classes.data(), a.classes.size() * sizeof(a.classes[0])) == 0;
+}
+
+struct CtlRun {
+    int status = -1;
+    std::string out, err;
+};
+
+class DaemonFixedTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        char pattern[] = "/tmp/sluice-daemon-fixed-XXXXXX";
+        ASSERT_NE(::mkdtemp(pattern), nullptr);
+        dir_ = pattern;
+        socket_ = dir_ + "/sluice-dpdk.sock";
+    }
+
+    void TearDown() override {
+        stop();
+        std::error_code ignored;
+        std::filesystem::remove_all(dir_, ignored);
+    }
+
+    DaemonConfig config() const {
+        DaemonConfig config;
+        config.socket = socket_;
+        config.state_dir = dir_ + "/state";
+        config.metrics_address = "";  // an HTTP server takes seconds to stop
+        config.log_level = LogLevel::warn;
+        return config;
+    }
+
+    void start() {
+        auto point = std::make_unique<FakePoint>();
+        point_ = point.get();
+        std::vector<FixedPort> ports;
+        ports.push_back(FixedPort{"port0", std::move(point)});
+        auto daemon = Daemon::start_fixed(config(), std::move(ports), kWorkers);
+        ASSERT_TRUE(daemon.ok()) << daemon.error().message;
+        daemon_ = std::move(daemon.value());
+        signals_.stop.store(false);
+        loop_ = std::thread([this] { loop_status_ = daemon_->run(signals_); });
+    }
+
+    void stop() {
+        if (!loop_.joinable()) return;
+        signals_.stop.store(true);
+        loop_.join();
+        EXPECT_TRUE(loop_status_.ok()) << loop_status_.error().message;
+        daemon_.reset();
+    }
+
+    CtlRun ctl(std::vector<std::string> args) {
+        args.insert(args.begin(), {"--socket", socket_});
+        std::istringstream in;
+        std::ostringstream out, err;
+        CtlRun run;
+        run.status = cli::run_sluicectl(args, nullptr, in, out, err);
+        run.out = out.str();
+        run.err = err.str();
+        return run;
+    }
+
+    json ctl_json(std::vector<std::string> args) {
+        args.insert(args.begin(), "--json");
+        const CtlRun run = ctl(std::move(args));
+        EXPECT_EQ(run.status, 0) << run.err << run.out;
+        return json::parse(run.out, nullptr, false);
+    }
+
+    std::string write_policy(std::string_view text, const std::string& name) {
+        const std::string path = dir_ + "/" + name;
+        std::ofstream(path) << text;
+        return path;
+    }
+
+    std::string dir_, socket_;
+    FakePoint* point_ = nullptr;  // owned by daemon_
+    std::unique_ptr<Daemon> daemon_;
+    DaemonSignals signals_;
+    std::thread loop_;
+    Status loop_status_ = ok_status();
+};
+
+TEST_F(DaemonFixedTest, StatusShowsTheDpdkPortWithoutXdpFacts) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    const json status = ctl_json({"status"});
+    ASSERT_EQ(status["interfaces"].size(), 1u) << status.dump();
+    const json& port = status["interfaces"][0];
+    EXPECT_EQ(port["name"], "port0");
+    EXPECT_EQ(port["kind"], "dpdk");
+    EXPECT_EQ(port["active_version"], 0);
+    EXPECT_EQ(port["sources_per_cpu"], 3);
+    EXPECT_EQ(port["sources_shared"], 1);
+    for (const char* xdp_only : {"ifindex", "mode", "pin_dir"}) EXPECT_FALSE(port.contains(xdp_only)) << xdp_only;
+    EXPECT_TRUE(status["daemon"]["bpffs_dir"].is_null());
+    EXPECT_EQ(status["daemon"]["socket"], socket_);
+    EXPECT_EQ(status["unprotected"], json::array());
+
+    const CtlRun human = ctl({"status"});
+    EXPECT_EQ(human.status, 0) << human.err;
+    EXPECT_NE(human.out.find("\nport0  dpdk  -        3/1/262144                        -\n"), std::string::npos)
+        << human.out;
+}
+
+TEST_F(DaemonFixedTest, PushReachesThePortCompiledForTheWorkers) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    const CtlRun pushed = ctl({"policy", "push", write_policy(test::kTwoClasses, "p.toml")});
+    ASSERT_EQ(pushed.status, 0) << pushed.err;
+    EXPECT_EQ(pushed.out.rfind("applied version 1 ", 0), 0u) << pushed.out;
+
+    const std::vector<CompiledPolicy> applied = point_->applied();
+    ASSERT_EQ(versions_of(applied), std::vector<uint64_t>{1});
+    auto expected = load_policy_toml(test::kTwoClasses, "p.toml", {}, PolicyLoadOptions{kWorkers});
+    ASSERT_TRUE(expected.ok()) << expected.error().message;
+    EXPECT_TRUE(same_classes(applied[0], expected.value().compiled)) << "split shares are rate/" << kWorkers;
+    EXPECT_EQ(ctl_json({"status"})["interfaces"][0]["active_version"], 1);
+    EXPECT_EQ(ctl_json({"policy", "show"})["version"], 1);
+}
+
+TEST_F(DaemonFixedTest, StatsReportThePortsCountersByClass) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_EQ(ctl({"policy", "push", write_policy(test::kTwoClasses, "p.toml")}).status, 0);
+    const uint32_t web = ctl_json({"policy", "show"})["classes"]["web"].get<uint32_t>();
+    point_->set_counter(web, SLUICE_VERDICT_PASS, SLUICE_REASON_ADMITTED, {100, 6400});
+    point_->set_counter(web, SLUICE_VERDICT_DROP, SLUICE_REASON_SOURCE, {7, 448});
+
+    const json stats = ctl_json({"stats"});
+    ASSERT_EQ(stats["interfaces"].size(), 1u) << stats.dump();
+    const json& port = stats["interfaces"][0];
+    EXPECT_EQ(port["name"], "port0");
+    EXPECT_EQ(port["kind"], "dpdk");
+    EXPECT_EQ(port["decision_cost_enabled"], true);
+    const auto& classes = port["classes"];
+    const auto found = std::find_if(classes.begin(), classes.end(), [](const json& c) { return c["name"] == "web"; });
+    ASSERT_NE(found, classes.end()) << stats.dump();
+    EXPECT_EQ((*found)["pass_packets"], 100);
+    EXPECT_EQ((*found)["pass_bytes"], 6400);
+    EXPECT_EQ((*found)["drop_packets"], 7);
+    EXPECT_EQ((*found)["drops_by_reason"], (json{{"source", 7}}));
+
+    const CtlRun human = ctl({"stats"});
+    EXPECT_EQ(human.status, 0) << human.err;
+    EXPECT_EQ(human.out.rfind("port0: policy version 1, ", 0), 0u) << human.out;
+}
+
+TEST_F(DaemonFixedTest, DropEventsFeedTop) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_EQ(ctl({"policy", "push", write_policy(test::kTwoClasses, "p.toml")}).status, 0);
+    sluice_drop_event event{};
+    event.source.class_id = ctl_json({"policy", "show"})["classes"]["web"].get<uint32_t>();
+    event.source.family = SLUICE_FAMILY_IPV4;
+    event.source.addr[0] = 198, event.source.addr[1] = 51, event.source.addr[2] = 100, event.source.addr[3] = 7;
+    event.reason = SLUICE_REASON_SOURCE;
+    event.weight = 64;
+    point_->queue_event(event);
+
+    // The loop drains events after each poll of the socket (at most 250 ms).
+    json sources;
+    for (int attempt = 0; attempt < 20 && sources.empty(); attempt++) {
+        sources = ctl_json({"top", "-n", "5"})["sources"];
+        if (sources.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_EQ(sources.size(), 1u);
+    EXPECT_EQ(sources[0]["source"], "198.51.100.7");
+    EXPECT_EQ(sources[0]["class"], "web");
+    EXPECT_EQ(sources[0]["interface"], "port0");
+}
+
+TEST_F(DaemonFixedTest, AttachAndDetachAreRefusedBecauseThePortsAreFixed) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"attach", "eth0"}, std::vector<std::string>{"detach", "port0"}}) {
+        const CtlRun refused = ctl(args);
+        EXPECT_EQ(refused.status, cli::kExitRefused) << args[0];
+        EXPECT_NE(refused.err.find(args[0] + " is not available here: sluice-dpdk's ports are fixed when the "
+                                             "appliance starts"),
+                  std::string::npos)
+            << refused.err;
+    }
+    const CtlRun as_json = ctl({"--json", "attach", "eth0"});
+    EXPECT_EQ(json::parse(as_json.out, nullptr, false)["error"]["code"], "invalid") << as_json.out;
+    EXPECT_EQ(ctl_json({"status"})["interfaces"].size(), 1u) << "the port stays";
+}
+
+TEST_F(DaemonFixedTest, RollbackAppliesThePreviousContentAsANewVersion) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_EQ(ctl({"policy", "push", write_policy(test::kTwoClasses, "a.toml")}).status, 0);
+    ASSERT_EQ(ctl({"policy", "push", write_policy(test::kWebFaster, "b.toml")}).status, 0);
+    const CtlRun rolled = ctl({"policy", "rollback"});
+    ASSERT_EQ(rolled.status, 0) << rolled.err;
+    EXPECT_EQ(rolled.out.rfind("applied version 3 ", 0), 0u) << rolled.out;
+
+    const std::vector<CompiledPolicy> applied = point_->applied();
+    ASSERT_EQ(versions_of(applied), (std::vector<uint64_t>{1, 2, 3}));
+    EXPECT_TRUE(same_classes(applied[2], applied[0]));
+    EXPECT_FALSE(same_classes(applied[1], applied[0]));
+    const json history = ctl_json({"policy", "history"});
+    EXPECT_EQ(history["current"], 3);
+    EXPECT_EQ(history["versions"].size(), 3u);
+    EXPECT_FALSE(ctl_json({"policy", "diff", "1", "2"})["diff"].get<std::string>().empty());
+}
+
+TEST_F(DaemonFixedTest, KeepsThePolicyAcrossARestart) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_EQ(ctl({"policy", "push", write_policy(test::kTwoClasses, "p.toml")}).status, 0);
+    stop();
+    // A fresh port (a restarted appliance) is brought to the stored version.
+    ASSERT_NO_FATAL_FAILURE(start());
+    EXPECT_EQ(versions_of(point_->applied()), std::vector<uint64_t>{1});
+    EXPECT_EQ(ctl_json({"status"})["policy"]["version"], 1);
+}
+
+TEST_F(DaemonFixedTest, ConfiguredInterfacesAreRefused) {
+    DaemonConfig with_interfaces = config();
+    with_interfaces.interfaces.push_back(InterfaceConfig{"eth0", XdpMode::native});
+    auto daemon = Daemon::start_fixed(std::move(with_interfaces), {}, kWorkers);
+    ASSERT_FALSE(daemon.ok());
+    EXPECT_NE(daemon.error().message.find("sluice-dpdk takes its ports on the command line"), std::string::npos)
+        << daemon.error().message;
+    EXPECT_FALSE(std::filesystem::exists(socket_)) << "refused before listening";
+}
+
+}  // namespace
+}  // namespace sluice
