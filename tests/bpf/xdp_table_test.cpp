@@ -1,19 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 // Source tables that fill up: a plain table refuses and the class's
 // on_table_full decides; an LRU table evicts; collect_idle_sources deletes
-// entries whose bucket would be full anyway.
+// entries whose bucket would be full anyway. The table-full scenario is in
+// tests/common/verdict_scenarios.h, shared with the DPDK dataplane.
 #include <gtest/gtest.h>
 
 #include <tuple>
 
+#include "common/verdict_scenarios.h"
 #include "xdp_fixture.h"
 
 namespace sluice::test {
 namespace {
 
-constexpr uint32_t kCapacity = 4;
+constexpr uint32_t kCapacity = scenarios::kTableFullCapacity;
 
-std::string source(int i) { return "10.0.0." + std::to_string(i); }
+std::string source(int i) { return scenarios::table_source(i); }
 
 uint32_t action_of(uint8_t verdict) { return verdict == kPass ? XDP_PASS : XDP_DROP; }
 
@@ -27,49 +29,16 @@ class XdpPlainTable : public XdpTest, public ::testing::WithParamInterface<std::
     uint8_t table_full() const { return std::get<0>(GetParam()); }
     Accuracy accuracy() const { return std::get<1>(GetParam()); }
 
-    // Class 1: 3 packets per source on this CPU, 10/s (fill time 300 ms).
-    // Class 2 (198.18.0.0/15) passes without state.
-    void apply_policy() {
-        const uint64_t n = per_cpu(accuracy());
-        apply(policy()
-                  .add({.id = 1,
-                        .per_source = Limit{.rate = 10 * n, .burst = 3 * n, .accuracy = accuracy()},
-                        .table_full_verdict = table_full()})
-                  .add({.id = 2, .action = SLUICE_ACTION_PASS})
-                  .prefix("198.18.0.0/15", 2)
-                  .build());
-    }
+    void apply_policy() { scenarios::apply_table_policy(*this, table_full(), accuracy()); }
+    void fill_table() { scenarios::fill_table(*this); }
 
-    void fill_table() {
-        for (int i = 1; i <= static_cast<int>(kCapacity); i++)
-            EXPECT_EQ(verdicts(udp_from(source(i)), 1), "P") << source(i);
+    size_t shared_entries(size_t per_cpu_entries) const {
+        return scenarios::shared_entries(accuracy(), per_cpu_entries);
     }
-
-    size_t shared_entries(size_t per_cpu_entries) const { return accuracy() == Accuracy::lease ? per_cpu_entries : 0; }
 };
 
 TEST_P(XdpPlainTable, FifthSourceGetsTheTableFullVerdict) {
-    apply_policy();
-    ASSERT_NO_FATAL_FAILURE(fill_table());
-    EXPECT_EQ(source_counts(), std::make_pair(size_t{kCapacity}, shared_entries(kCapacity)));
-
-    const Bytes fifth = udp_from(source(5));
-    for (int i = 0; i < 3; i++) EXPECT_EQ(run(fifth), action_of(table_full())) << "packet " << i;
-    // Sources already in the table are still limited as before ...
-    EXPECT_EQ(verdicts(udp_from(source(1)), 3), "PPD");
-    // ... and a class that needs no state is not affected.
-    EXPECT_EQ(verdicts(udp_from("198.18.0.1"), 2), "PP");
-
-    const Counts c = counts();
-    EXPECT_EQ(c.packets(1, table_full(), SLUICE_REASON_TABLE_FULL), 3u);
-    EXPECT_EQ(c.bytes(1, table_full(), SLUICE_REASON_TABLE_FULL), 3u * fifth.size());
-    EXPECT_EQ(c.reason(SLUICE_REASON_TABLE_FULL), 3u);
-    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), kCapacity + 2);
-    EXPECT_EQ(c.packets(2, kPass, SLUICE_REASON_ALLOWED), 2u);
-    EXPECT_EQ(stat(SLUICE_STAT_SOURCE_TABLE_FULL), 3u);
-    EXPECT_EQ(stat(SLUICE_STAT_SOURCE_INSERTS), kCapacity);
-    EXPECT_EQ(stat(SLUICE_STAT_SHARED_SOURCE_INSERTS), shared_entries(kCapacity));
-    EXPECT_EQ(source_counts(), std::make_pair(size_t{kCapacity}, shared_entries(kCapacity)));
+    scenarios::fifth_source_gets_the_table_full_verdict(*this, table_full(), accuracy());
 }
 
 TEST_P(XdpPlainTable, IdleCollectionMakesRoom) {
@@ -99,10 +68,7 @@ TEST_P(XdpPlainTable, IdleCollectionMakesRoom) {
 INSTANTIATE_TEST_SUITE_P(Verdicts, XdpPlainTable,
                          ::testing::Combine(::testing::Values(kPass, kDrop),
                                             ::testing::Values(Accuracy::split, Accuracy::lease)),
-                         [](const auto& info) {
-                             return std::string(std::get<0>(info.param) == kPass ? "open" : "closed") + "_" +
-                                    (std::get<1>(info.param) == Accuracy::split ? "split" : "lease");
-                         });
+                         scenarios::table_full_case_name);
 
 // ---- idle collection keeps what is in use -----------------------------------------------
 

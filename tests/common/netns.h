@@ -21,6 +21,8 @@
 #include <system_error>
 #include <utility>
 
+#include "daemon.h"  // prepare_bpffs_dir
+
 namespace sluice::test {
 
 // "<pid>-<n>": unique per run and per use.
@@ -33,9 +35,14 @@ inline std::string unique_suffix() {
 inline int shell(const std::string& command) { return std::system((command + " >/dev/null").c_str()); }
 
 // A bpffs directory that is removed with everything in it, whatever happens.
+// Made as sluiced makes its own: bpffs is mounted on /sys/fs/bpf first if
+// this machine has none there yet (a fresh boot without systemd has none).
 class PinDir {
   public:
-    explicit PinDir(std::string path = "/sys/fs/bpf/sluice-test-" + unique_suffix()) : path_(std::move(path)) {}
+    explicit PinDir(std::string path = "/sys/fs/bpf/sluice-test-" + unique_suffix()) : path_(std::move(path)) {
+        const Status made = prepare_bpffs_dir(path_);
+        if (!made) ADD_FAILURE() << made.error().message;
+    }
     ~PinDir() {
         std::error_code ignored;
         std::filesystem::remove_all(path_, ignored);

@@ -1,0 +1,618 @@
+// SPDX-License-Identifier: Apache-2.0
+// The verdict scenarios every dataplane must pass with the same results:
+// one function template per scenario, written against a Target the XDP
+// fixture (tests/bpf/xdp_fixture.h, XdpTest) and the DPDK fixture
+// (tests/dpdk/dpdk_fixture.h, DpdkTest) both are. Each expectation here
+// (forward/drop sequence, counters, stats, table sizes) is the single
+// statement of what the policy means; a test file only names the scenario,
+// e.g.
+//
+//   TEST_P(XdpBuckets, PacketBurstThenRefillOnePacketAtATime) {
+//       scenarios::packet_burst_then_refill_one_packet_at_a_time(*this, GetParam());
+//   }
+//
+// and adds after it what only its dataplane has (ring-buffer events, the
+// active version, ...).
+//
+// ---- the Target interface (all public) -------------------------------------------
+//
+//   PolicyBuilder policy(uint64_t version = 1) const;
+//       A builder whose limits are compiled for the target's CPUs/workers.
+//   void apply(const CompiledPolicy& policy);
+//       Applies it; a refusal is a test failure.
+//   void set_clock(uint64_t now_ns);
+//       Sets the dataplane's test clock.
+//   uint64_t t0() const;
+//       The clock when the test began; no scenario moves it before t0() - 5 s.
+//   std::string verdicts(const Bytes& frame, int n);
+//       Runs `frame` n times, one after the other, on one CPU/worker; one
+//       letter per frame: 'P' forwarded, 'D' dropped (anything else: '?').
+//   Counts counts();
+//       The class x verdict x reason counters since the test began.
+//   uint64_t stat(uint32_t which);
+//       A dataplane stat (enum sluice_stat) since the test began. Scenarios
+//       read SOURCE_INSERTS, SHARED_SOURCE_INSERTS and SOURCE_TABLE_FULL.
+//   uint64_t per_cpu(Accuracy accuracy) const;
+//       The factor that gives the CPU/worker running verdicts() a share of a
+//       level equal to its stated size: the CPU/worker count in split mode
+//       (a level is divided among them), 1 in lease mode.
+//   std::pair<size_t, size_t> source_counts();
+//       Entries in the source tables: (per-CPU or per-worker, shared).
+//
+// Preconditions: every scenario expects a target where no policy has been
+// applied during this test, whose source tables are empty and hold at least
+// 16 sources, unless its comment states otherwise (the table-full scenario
+// needs a plain table of exactly kTableFullCapacity sources).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "common/packet_builder.h"
+#include "common/policy_builder.h"
+#include "compiled_policy.h"
+#include "rate_limits.h"
+#include "sluice/abi.h"
+
+namespace sluice::test::scenarios {
+
+// ---- shorthands ------------------------------------------------------------------
+
+// The letter Target::verdicts gives a frame with this verdict.
+inline std::string letter(uint8_t verdict) { return verdict == kPass ? "P" : "D"; }
+
+// Lease mode with the whole burst on this CPU; unless a scenario moves the
+// fake clock, nothing refills.
+inline Limit packets(uint64_t burst) { return Limit{.rate = 1, .burst = burst}; }
+
+// The per-source limit a scenario states for this CPU: split mode gets rate/N
+// and burst/N, so the policy scales both by N (n = per_cpu(accuracy)); lease
+// mode uses the whole bucket.
+inline Limit source_limit(Accuracy accuracy, uint64_t n, uint64_t rate, uint64_t burst, Unit unit = Unit::packets,
+                          uint32_t max_frame_bytes = kDefaultMaxFrameBytes) {
+    return Limit{
+        .rate = rate * n, .burst = burst * n, .unit = unit, .accuracy = accuracy, .max_frame_bytes = max_frame_bytes};
+}
+
+// ---- bucket sequences (run once per accuracy mode) ----------------------------------
+
+template <class Target>
+void packet_burst_then_refill_one_packet_at_a_time(Target& t, Accuracy a) {
+    // 3 packets of burst, 10 packets/s: one packet every 100 ms.
+    t.apply(t.policy().add({.id = 1, .per_source = source_limit(a, t.per_cpu(a), 10, 3)}).build());
+    const Bytes frame = udp_from("192.0.2.1");
+
+    EXPECT_EQ(t.verdicts(frame, 5), "PPPDD");
+    t.set_clock(t.t0() + 99 * kMs);  // 0.99 of a packet
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    t.set_clock(t.t0() + 100 * kMs);  // exactly one
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");
+    t.set_clock(t.t0() + 300 * kMs);  // two more
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD");
+    t.set_clock(t.t0() + 10 * kSec);  // long idle: capped at the burst
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 9u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 6u);
+    EXPECT_EQ(c.bytes(1, kDrop, SLUICE_REASON_SOURCE), 6u * frame.size());
+    EXPECT_EQ(c.total(), 15u);
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 1u);
+}
+
+template <class Target>
+void byte_burst_is_two_frames_and_refills_by_length(Target& t, Accuracy a) {
+    // 100-byte frames; burst 200 bytes, 1000 bytes/s: 100 bytes every 100 ms.
+    const Bytes big = udp_from("192.0.2.2", 58);
+    const Bytes small = udp_from("192.0.2.2", 18);
+    ASSERT_EQ(big.size(), 100u);
+    ASSERT_EQ(small.size(), 60u);
+    t.apply(
+        t.policy().add({.id = 1, .per_source = source_limit(a, t.per_cpu(a), 1000, 200, Unit::bytes, 100)}).build());
+
+    EXPECT_EQ(t.verdicts(big, 4), "PPDD");
+    EXPECT_EQ(t.verdicts(small, 1), "D");  // the bucket is empty, not just short of 100
+    t.set_clock(t.t0() + 60 * kMs);        // 60 bytes: too few for 100, enough for 60
+    EXPECT_EQ(t.verdicts(big, 1), "D");
+    EXPECT_EQ(t.verdicts(small, 2), "PD");
+    t.set_clock(t.t0() + 160 * kMs);  // 100 more bytes
+    EXPECT_EQ(t.verdicts(big, 2), "PD");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 4u);
+    EXPECT_EQ(c.bytes(1, kPass, SLUICE_REASON_ADMITTED), 3u * 100 + 60);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 6u);
+}
+
+template <class Target>
+void clock_regression_refills_nothing(Target& t, Accuracy a) {
+    t.apply(t.policy().add({.id = 1, .per_source = source_limit(a, t.per_cpu(a), 10, 3)}).build());
+    const Bytes frame = udp_from("192.0.2.3");
+
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
+    t.set_clock(t.t0() + 100 * kMs);
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");  // high-water mark now t0 + 100 ms
+
+    // Backwards, even far: nothing refills.
+    t.set_clock(t.t0());
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    t.set_clock(t.t0() - 5 * kSec);
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+
+    // Forward again: only time past the high-water mark counts. Had the
+    // regression moved the mark back, 150 ms would hold 1.5 packets.
+    t.set_clock(t.t0() + 150 * kMs);
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    t.set_clock(t.t0() + 200 * kMs);
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");
+
+    EXPECT_EQ(t.counts().packets(1, kPass, SLUICE_REASON_ADMITTED), 5u);
+}
+
+// ---- address families, tags and fragments -----------------------------------------
+
+// Lease mode: the whole burst of 3 on this CPU; the clock never moves.
+inline ClassSpec limited(uint32_t id, uint8_t prefix_v4 = 32, uint8_t prefix_v6 = 64) {
+    return {.id = id, .per_source = Limit{.rate = 1, .burst = 3}, .prefix_v4 = prefix_v4, .prefix_v6 = prefix_v6};
+}
+
+template <class Target>
+void ipv4_sources_have_their_own_buckets(Target& t) {
+    t.apply(t.policy().add(limited(1)).build());
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.1"), 4), "PPPD");
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.2"), 4), "PPPD");
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 2u);
+}
+
+template <class Target>
+void ipv4_prefix_aggregation(Target& t) {
+    // prefix_v4 = 24: every address of a /24 is one source.
+    t.apply(t.policy().add(limited(1, 24)).build());
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.1"), 2), "PP");
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.200"), 2), "PD");
+    EXPECT_EQ(t.verdicts(udp_from("192.0.3.1"), 1), "P");
+}
+
+template <class Target>
+void ipv6_sources_share_their_slash64(Target& t) {
+    t.apply(t.policy().add(limited(1)).build());
+    EXPECT_EQ(t.verdicts(udp_from("2001:db8:1:2::1"), 2), "PP");
+    // Same /64, other interface id: the same bucket.
+    EXPECT_EQ(t.verdicts(udp_from("2001:db8:1:2:ffff:eeee:dddd:5"), 2), "PD");
+    // The next /64 has its own.
+    EXPECT_EQ(t.verdicts(udp_from("2001:db8:1:3::1"), 4), "PPPD");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 6u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 2u);
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 2u);
+}
+
+template <class Target>
+void ipv6_prefix128_keeps_addresses_apart(Target& t) {
+    t.apply(t.policy().add(limited(1, 32, 128)).build());
+    EXPECT_EQ(t.verdicts(udp_from("2001:db8:1:2::1"), 4), "PPPD");
+    EXPECT_EQ(t.verdicts(udp_from("2001:db8:1:2::2"), 4), "PPPD");
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 2u);
+}
+
+template <class Target>
+void vlan_and_qinq_frames_are_limited_by_their_inner_source(Target& t) {
+    t.apply(t.policy().add(limited(1)).add(limited(2)).prefix("2001:db8:7::/48", 2).build());
+    const auto plain = udp_from("192.0.2.9");
+    const auto dot1q = PacketBuilder().eth().vlan(0x8100, 10).ipv4("192.0.2.9", "198.51.100.1").udp(1, 2).build();
+    const auto qinq =
+        PacketBuilder().eth().vlan(0x88a8, 100).vlan(0x8100, 20).ipv4("192.0.2.9", "198.51.100.1").udp(1, 2).build();
+    // One bucket whatever the tags: three packets in all, then drops.
+    EXPECT_EQ(t.verdicts(plain, 1), "P");
+    EXPECT_EQ(t.verdicts(dot1q, 1), "P");
+    EXPECT_EQ(t.verdicts(qinq, 1), "P");
+    EXPECT_EQ(t.verdicts(plain, 1), "D");
+    EXPECT_EQ(t.verdicts(dot1q, 1), "D");
+    EXPECT_EQ(t.verdicts(qinq, 1), "D");
+
+    // The inner source also classifies: a QinQ IPv6 frame of class 2.
+    const auto qinq6 =
+        PacketBuilder().eth().vlan(0x88a8, 100).vlan(0x8100, 20).ipv6("2001:db8:7::1", "2001:db8::1").udp(1, 2).build();
+    EXPECT_EQ(t.verdicts(qinq6, 4), "PPPD");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 3u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 3u);
+    EXPECT_EQ(c.packets(2, kPass, SLUICE_REASON_ADMITTED), 3u);
+    EXPECT_EQ(c.packets(2, kDrop, SLUICE_REASON_SOURCE), 1u);
+    EXPECT_EQ(c.reason(SLUICE_REASON_MALFORMED), 0u);
+}
+
+// A first fragment, a later one (no L4 header) and a whole datagram from one
+// source share one bucket of 3, and none of them is malformed.
+template <class Target>
+void fragments_share_one_bucket(Target& t, const Bytes& first, const Bytes& later, const Bytes& whole) {
+    t.apply(t.policy().add(limited(1)).build());
+    EXPECT_EQ(t.verdicts(first, 1), "P");
+    EXPECT_EQ(t.verdicts(later, 1), "P");
+    EXPECT_EQ(t.verdicts(whole, 1), "P");
+    EXPECT_EQ(t.verdicts(later, 1), "D");
+    EXPECT_EQ(t.verdicts(first, 1), "D");
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 1u);
+    EXPECT_EQ(t.counts().reason(SLUICE_REASON_MALFORMED), 0u);
+}
+
+template <class Target>
+void ipv4_fragments_count_against_their_source(Target& t) {
+    fragments_share_one_bucket(
+        t, PacketBuilder().eth().ipv4("192.0.2.77", "198.51.100.1").fragment(0, true).udp(1, 2).payload(32).build(),
+        PacketBuilder().eth().ipv4("192.0.2.77", "198.51.100.1").fragment(5, false).payload(24).build(),
+        udp_from("192.0.2.77"));
+}
+
+template <class Target>
+void ipv6_fragments_count_against_their_source(Target& t) {
+    fragments_share_one_bucket(
+        t, PacketBuilder().eth().ipv6("2001:db8:1::77", "2001:db8::1").fragment(0, true).udp(1, 2).payload(32).build(),
+        PacketBuilder().eth().ipv6("2001:db8:1::77", "2001:db8::1").fragment(5, false).payload(24).build(),
+        udp_from("2001:db8:1::77"));
+}
+
+// ---- frames that do not parse (run once per pair of verdicts) -----------------------
+
+struct UnparsedVerdicts {
+    uint8_t malformed;
+    uint8_t non_ip;
+};
+
+// Test names for suites run once per pair of verdicts.
+inline std::string unparsed_case_name(const ::testing::TestParamInfo<UnparsedVerdicts>& info) {
+    return info.param.malformed == kDrop ? "malformed_drop_non_ip_pass" : "malformed_pass_non_ip_drop";
+}
+
+// The policy of the unparsed-frame scenarios: a limited default class (a
+// frame that reached it would make source state) and the given verdicts.
+template <class Target>
+void apply_unparsed_policy(Target& t, UnparsedVerdicts v) {
+    t.apply(t.policy()
+                .add({.id = 1, .per_source = Limit{.rate = 1, .burst = 1}})
+                .malformed(v.malformed)
+                .non_ip(v.non_ip)
+                .build());
+}
+
+// Frames of at least an Ethernet header that the parser must refuse.
+inline std::vector<std::pair<std::string, Bytes>> malformed_frames() {
+    const std::string s = "192.0.2.1", d = "198.51.100.1", s6 = "2001:db8::1", d6 = "2001:db8::2";
+    return {
+        {"ethernet header only, EtherType IPv4", PacketBuilder().eth().ethertype(0x0800).build()},
+        {"truncated VLAN tag", PacketBuilder().eth().vlan(0x8100, 10).ipv4(s, d).udp(1, 2).truncate(16).build()},
+        {"truncated second VLAN tag",
+         PacketBuilder().eth().vlan(0x88a8, 10).vlan(0x8100, 20).ipv4(s, d).udp(1, 2).truncate(20).build()},
+        {"three VLAN tags",
+         PacketBuilder().eth().vlan(0x88a8, 1).vlan(0x8100, 2).vlan(0x8100, 3).ipv4(s, d).udp(1, 2).build()},
+        {"IPv4 header cut at 19 bytes", PacketBuilder().eth().ipv4(s, d).udp(1, 2).truncate(14 + 19).build()},
+        {"IPv4 IHL 4", PacketBuilder().eth().ipv4(s, d).ihl(4).udp(1, 2).build()},
+        {"IPv4 IHL 0", PacketBuilder().eth().ipv4(s, d).ihl(0).udp(1, 2).build()},
+        {"IPv4 options cut", PacketBuilder().eth().ipv4(s, d).ipv4_options(8).truncate(14 + 24).build()},
+        {"IPv4 total length below header", PacketBuilder().eth().ipv4(s, d).total_length(19).udp(1, 2).build()},
+        {"IPv4 total length past frame",
+         PacketBuilder().eth().ipv4(s, d).total_length(200).udp(1, 2).payload(10).build()},
+        {"IPv4 version 6 under EtherType IPv4", PacketBuilder().eth().ipv4(s, d).version(6).udp(1, 2).build()},
+        {"IPv6 header cut at 39 bytes", PacketBuilder().eth().ipv6(s6, d6).udp(1, 2).truncate(14 + 39).build()},
+        {"IPv6 version 4 under EtherType IPv6", PacketBuilder().eth().ipv6(s6, d6).version(4).udp(1, 2).build()},
+        {"IPv6 payload length past frame", PacketBuilder().eth().ipv6(s6, d6).payload_length(100).udp(1, 2).build()},
+        {"tagged IPv6 header cut",
+         PacketBuilder().eth().vlan(0x8100, 5).ipv6(s6, d6).udp(1, 2).truncate(18 + 20).build()},
+    };
+}
+
+template <class Target>
+void malformed_frames_get_the_malformed_verdict_under_class_zero(Target& t, UnparsedVerdicts v) {
+    apply_unparsed_policy(t, v);
+    uint64_t frames = 0, bytes = 0;
+    for (const auto& [name, frame] : malformed_frames()) {
+        SCOPED_TRACE(name);
+        EXPECT_EQ(t.verdicts(frame, 1), letter(v.malformed));
+        frames++;
+        bytes += frame.size();
+    }
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(SLUICE_CLASS_UNCLASSIFIED, v.malformed, SLUICE_REASON_MALFORMED), frames);
+    EXPECT_EQ(c.bytes(SLUICE_CLASS_UNCLASSIFIED, v.malformed, SLUICE_REASON_MALFORMED), bytes);
+    EXPECT_EQ(c.total(), frames);
+    // Nothing reached a class: no source state.
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 0u);
+}
+
+template <class Target>
+void non_ip_frames_get_the_non_ip_verdict(Target& t, UnparsedVerdicts v) {
+    apply_unparsed_policy(t, v);
+    const std::vector<std::pair<std::string, Bytes>> frames = {
+        {"ARP", PacketBuilder().eth().ethertype(0x0806).payload(28).build()},
+        {"tagged ARP", PacketBuilder().eth().vlan(0x8100, 7).ethertype(0x0806).payload(28).build()},
+        {"QinQ ARP", PacketBuilder().eth().vlan(0x88a8, 7).vlan(0x8100, 8).ethertype(0x0806).payload(28).build()},
+        {"802.3 length field", PacketBuilder().eth().ethertype(46).payload(46).build()},
+        {"bare Ethernet header", PacketBuilder().eth().ethertype(0x88b5).build()},
+    };
+    uint64_t bytes = 0;
+    for (const auto& [name, frame] : frames) {
+        SCOPED_TRACE(name);
+        EXPECT_EQ(t.verdicts(frame, 1), letter(v.non_ip));
+        bytes += frame.size();
+    }
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(SLUICE_CLASS_UNCLASSIFIED, v.non_ip, SLUICE_REASON_NON_IP), frames.size());
+    EXPECT_EQ(c.bytes(SLUICE_CLASS_UNCLASSIFIED, v.non_ip, SLUICE_REASON_NON_IP), bytes);
+    EXPECT_EQ(c.total(), frames.size());
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 0u);
+}
+
+// ---- classification, class actions and levels ---------------------------------------
+
+template <class Target>
+void longest_prefix_picks_the_class(Target& t) {
+    t.apply(t.policy()
+                .add({.id = 1, .per_source = packets(2)})  // default
+                .add({.id = 2, .action = SLUICE_ACTION_DROP})
+                .add({.id = 3, .action = SLUICE_ACTION_PASS})
+                .add({.id = 4, .per_source = packets(1)})
+                .prefix("10.0.0.0/8", 2)
+                .prefix("10.1.0.0/16", 3)
+                .prefix("10.1.2.0/24", 4)
+                .prefix("10.1.9.10/32", 2)
+                .prefix("2001:db8::/32", 2)
+                .prefix("2001:db8:5::/48", 3)
+                .build());
+
+    EXPECT_EQ(t.verdicts(udp_from("10.9.9.9"), 2), "DD");                   // /8: drop
+    EXPECT_EQ(t.verdicts(udp_from("10.1.9.9"), 50), std::string(50, 'P'));  // /16: pass, never limited
+    EXPECT_EQ(t.verdicts(udp_from("10.1.9.10"), 1), "D");                   // /32 inside the /16
+    EXPECT_EQ(t.verdicts(udp_from("10.1.2.3"), 2), "PD");                   // /24: limited to 1
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.1"), 3), "PPD");                 // no match: default
+    EXPECT_EQ(t.verdicts(udp_from("2001:db8:5::1"), 3), "PPP");             // /48 pass
+    EXPECT_EQ(t.verdicts(udp_from("2001:db8:6::1"), 1), "D");               // /32 drop
+    EXPECT_EQ(t.verdicts(udp_from("2001:db9::1"), 3), "PPD");               // default
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(2, kDrop, SLUICE_REASON_DENY), 4u);
+    EXPECT_EQ(c.packets(3, kPass, SLUICE_REASON_ALLOWED), 53u);
+    EXPECT_EQ(c.packets(4, kPass, SLUICE_REASON_ADMITTED), 1u);
+    EXPECT_EQ(c.packets(4, kDrop, SLUICE_REASON_SOURCE), 1u);
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 4u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 2u);
+    EXPECT_EQ(c.total(), 65u);
+    // Pass and drop classes never touch a bucket: state for the three
+    // limited sources only.
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 3u);
+    EXPECT_EQ(t.source_counts().first, 3u);
+}
+
+template <class Target>
+void pass_class_is_never_limited_even_under_a_global_ceiling(Target& t) {
+    t.apply(t.policy().add({.id = 1, .action = SLUICE_ACTION_PASS}).global(packets(1)).build());
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.1"), 1000), std::string(1000, 'P'));
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ALLOWED), 1000u);
+    EXPECT_EQ(c.total(), 1000u);
+}
+
+template <class Target>
+void global_ceiling_across_sources(Target& t) {
+    t.apply(t.policy().add({.id = 1, .per_source = packets(3)}).global(packets(4)).build());
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.1"), 3), "PPP");
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.2"), 3), "PDD");
+    // The first source's own bucket is empty: it refuses before the ceiling.
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.1"), 1), "D");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 4u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_GLOBAL), 2u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 1u);
+}
+
+template <class Target>
+void class_aggregate_is_shared_within_the_class_only(Target& t) {
+    t.apply(t.policy()
+                .add({.id = 1, .per_source = packets(3)})  // default
+                .add({.id = 2, .per_source = packets(3), .aggregate = packets(4)})
+                .prefix("10.0.0.0/8", 2)
+                .build());
+    EXPECT_EQ(t.verdicts(udp_from("10.0.0.1"), 3), "PPP");
+    EXPECT_EQ(t.verdicts(udp_from("10.0.0.2"), 3), "PDD");
+    // Another class is unaffected by class 2's empty aggregate.
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.1"), 4), "PPPD");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(2, kPass, SLUICE_REASON_ADMITTED), 4u);
+    EXPECT_EQ(c.packets(2, kDrop, SLUICE_REASON_CLASS), 2u);
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 3u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 1u);
+    EXPECT_EQ(c.reason(SLUICE_REASON_CLASS), 2u);
+}
+
+template <class Target>
+void default_class_action_applies(Target& t) {
+    t.apply(t.policy()
+                .add({.id = 1, .per_source = packets(3)})
+                .add({.id = 7, .action = SLUICE_ACTION_DROP})
+                .default_class(7)
+                .prefix("192.0.2.0/24", 1)
+                .build());
+    EXPECT_EQ(t.verdicts(udp_from("198.18.0.1"), 2), "DD");
+    EXPECT_EQ(t.verdicts(udp_from("2001:db8::1"), 1), "D");
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.1"), 1), "P");
+    EXPECT_EQ(t.counts().packets(7, kDrop, SLUICE_REASON_DENY), 3u);
+}
+
+// ---- composition (run once per accuracy mode) ----------------------------------------
+
+// Composition is check-then-commit: a packet refused by the global ceiling
+// spends nothing from its source bucket.
+template <class Target>
+void global_refusals_spend_no_source_tokens(Target& t, Accuracy a) {
+    const uint64_t n = t.per_cpu(a);
+    const ClassSpec cls{.id = 1, .per_source = Limit{.rate = n, .burst = 5 * n, .accuracy = a}};
+    t.apply(t.policy(1).add(cls).global(Limit{.rate = n, .burst = 2 * n, .accuracy = a}).build());
+    const Bytes frame = udp_from("192.0.2.20");
+    EXPECT_EQ(t.verdicts(frame, 10), "PPDDDDDDDD");
+    EXPECT_EQ(t.counts().packets(1, kDrop, SLUICE_REASON_GLOBAL), 8u);
+
+    // Lift the ceiling with a new version: the source still holds 5 - 2.
+    CompiledPolicy lifted = t.policy(2).add(cls).build();
+    ASSERT_EQ(lifted.header.global.enabled, 0);
+    t.apply(lifted);
+    EXPECT_EQ(t.verdicts(frame, 5), "PPPDD");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 5u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_GLOBAL), 8u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 2u);
+}
+
+// Same for the class aggregate: its refusals leave the source's tokens.
+template <class Target>
+void class_refusals_spend_no_source_tokens(Target& t, Accuracy a) {
+    const uint64_t n = t.per_cpu(a);
+    const Limit source{.rate = n, .burst = 5 * n, .accuracy = a};
+    t.apply(t.policy(1)
+                .add({.id = 1, .per_source = source, .aggregate = Limit{.rate = n, .burst = 2 * n, .accuracy = a}})
+                .build());
+    const Bytes frame = udp_from("192.0.2.21");
+    EXPECT_EQ(t.verdicts(frame, 6), "PPDDDD");
+    t.apply(t.policy(2).add({.id = 1, .per_source = source}).build());
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
+    EXPECT_EQ(t.counts().packets(1, kDrop, SLUICE_REASON_CLASS), 4u);
+}
+
+// ---- new versions ---------------------------------------------------------------------
+
+// Applies versions 1, 2 and 3 (the last one active at the end).
+template <class Target>
+void new_version_keeps_buckets_of_its_classes(Target& t) {
+    t.apply(t.policy(1).add({.id = 1, .per_source = packets(3)}).build());
+    const Bytes frame = udp_from("192.0.2.30");
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
+
+    // Version 2 adds a class and a prefix: class 1's buckets stay spent.
+    t.apply(t.policy(2)
+                .add({.id = 1, .per_source = packets(3)})
+                .add({.id = 2, .per_source = packets(3)})
+                .prefix("10.0.0.0/8", 2)
+                .build());
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    // A larger burst is not a free refill: no time has passed.
+    t.apply(t.policy(3).add({.id = 1, .per_source = packets(10)}).build());
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 1u);
+}
+
+template <class Target>
+void new_version_can_move_a_source_to_another_class(Target& t) {
+    t.apply(t.policy(1).add({.id = 1, .per_source = packets(1)}).add({.id = 2, .action = SLUICE_ACTION_DROP}).build());
+    const Bytes frame = udp_from("192.0.2.40");
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");
+    t.apply(t.policy(2)
+                .add({.id = 1, .per_source = packets(1)})
+                .add({.id = 2, .action = SLUICE_ACTION_DROP})
+                .prefix("192.0.2.40/32", 2)
+                .build());
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    // And back: the prefix is gone from the slot version 3 is written to.
+    t.apply(t.policy(3).add({.id = 1, .per_source = packets(1)}).add({.id = 2, .action = SLUICE_ACTION_DROP}).build());
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(2, kDrop, SLUICE_REASON_DENY), 1u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 2u);
+}
+
+template <class Target>
+void stale_prefixes_of_an_older_version_are_gone(Target& t) {
+    // Version 1 (slot a) and 2 (slot b) both classify 10/8; version 3 reuses
+    // slot a without the prefix: nothing of version 1 may linger there.
+    auto with_prefix = [&](uint64_t v) {
+        return t.policy(v)
+            .add({.id = 1, .action = SLUICE_ACTION_PASS})
+            .add({.id = 2, .action = SLUICE_ACTION_DROP})
+            .prefix("10.0.0.0/8", 2)
+            .build();
+    };
+    t.apply(with_prefix(1));
+    t.apply(with_prefix(2));
+    EXPECT_EQ(t.verdicts(udp_from("10.0.0.1"), 1), "D");
+    t.apply(
+        t.policy(3).add({.id = 1, .action = SLUICE_ACTION_PASS}).add({.id = 2, .action = SLUICE_ACTION_DROP}).build());
+    EXPECT_EQ(t.verdicts(udp_from("10.0.0.1"), 1), "P");
+    t.apply(
+        t.policy(4).add({.id = 1, .action = SLUICE_ACTION_PASS}).add({.id = 2, .action = SLUICE_ACTION_DROP}).build());
+    EXPECT_EQ(t.verdicts(udp_from("10.0.0.1"), 1), "P");
+}
+
+// ---- a full source table (run per on_table_full verdict and accuracy mode) -----------
+
+// Precondition of table_full_gets_the_table_full_verdict: the target's source
+// tables are plain (not LRU) and hold exactly this many sources (per CPU or
+// worker, and shared).
+inline constexpr uint32_t kTableFullCapacity = 4;
+
+// Test names for suites run per on_table_full verdict and accuracy mode.
+inline std::string table_full_case_name(const ::testing::TestParamInfo<std::tuple<uint8_t, Accuracy>>& info) {
+    return std::string(std::get<0>(info.param) == kPass ? "open" : "closed") + "_" +
+           (std::get<1>(info.param) == Accuracy::split ? "split" : "lease");
+}
+
+inline std::string table_source(int i) { return "10.0.0." + std::to_string(i); }
+
+// Class 1: 3 packets per source on this CPU, 10/s (fill time 300 ms), with
+// `table_full` as its on_table_full verdict. Class 2 (198.18.0.0/15) passes
+// without state.
+template <class Target>
+void apply_table_policy(Target& t, uint8_t table_full, Accuracy a) {
+    const uint64_t n = t.per_cpu(a);
+    t.apply(t.policy()
+                .add({.id = 1,
+                      .per_source = Limit{.rate = 10 * n, .burst = 3 * n, .accuracy = a},
+                      .table_full_verdict = table_full})
+                .add({.id = 2, .action = SLUICE_ACTION_PASS})
+                .prefix("198.18.0.0/15", 2)
+                .build());
+}
+
+// Sources 1..kTableFullCapacity, one packet each.
+template <class Target>
+void fill_table(Target& t) {
+    for (int i = 1; i <= static_cast<int>(kTableFullCapacity); i++)
+        EXPECT_EQ(t.verdicts(udp_from(table_source(i)), 1), "P") << table_source(i);
+}
+
+// Lease mode keeps a shared entry per source besides the per-CPU one.
+inline size_t shared_entries(Accuracy a, size_t per_cpu_entries) { return a == Accuracy::lease ? per_cpu_entries : 0; }
+
+// Precondition: a plain source table of kTableFullCapacity sources.
+template <class Target>
+void fifth_source_gets_the_table_full_verdict(Target& t, uint8_t table_full, Accuracy a) {
+    apply_table_policy(t, table_full, a);
+    ASSERT_NO_FATAL_FAILURE(fill_table(t));
+    EXPECT_EQ(t.source_counts(), std::make_pair(size_t{kTableFullCapacity}, shared_entries(a, kTableFullCapacity)));
+
+    const Bytes fifth = udp_from(table_source(5));
+    for (int i = 0; i < 3; i++) EXPECT_EQ(t.verdicts(fifth, 1), letter(table_full)) << "packet " << i;
+    // Sources already in the table are still limited as before ...
+    EXPECT_EQ(t.verdicts(udp_from(table_source(1)), 3), "PPD");
+    // ... and a class that needs no state is not affected.
+    EXPECT_EQ(t.verdicts(udp_from("198.18.0.1"), 2), "PP");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, table_full, SLUICE_REASON_TABLE_FULL), 3u);
+    EXPECT_EQ(c.bytes(1, table_full, SLUICE_REASON_TABLE_FULL), 3u * fifth.size());
+    EXPECT_EQ(c.reason(SLUICE_REASON_TABLE_FULL), 3u);
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), kTableFullCapacity + 2);
+    EXPECT_EQ(c.packets(2, kPass, SLUICE_REASON_ALLOWED), 2u);
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_TABLE_FULL), 3u);
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), kTableFullCapacity);
+    EXPECT_EQ(t.stat(SLUICE_STAT_SHARED_SOURCE_INSERTS), shared_entries(a, kTableFullCapacity));
+    EXPECT_EQ(t.source_counts(), std::make_pair(size_t{kTableFullCapacity}, shared_entries(a, kTableFullCapacity)));
+}
+
+}  // namespace sluice::test::scenarios
