@@ -1,0 +1,844 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "dpdk_dataplane.h"
+
+#include <arpa/inet.h>
+#include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_hash.h>
+#include <rte_hash_crc.h>
+#include <rte_lpm.h>
+#include <rte_lpm6.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_pause.h>
+#include <rte_prefetch.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace sluice {
+namespace {
+
+// The shared buckets' lock: a test-and-test-and-set spinlock on the word the
+// BPF side uses for bpf_spin_lock, so both dataplanes share one bucket layout.
+inline void lock_word(__u32* word) {
+    while (__atomic_exchange_n(word, 1u, __ATOMIC_ACQUIRE) != 0) {
+        while (__atomic_load_n(word, __ATOMIC_RELAXED) != 0) rte_pause();
+    }
+}
+inline void unlock_word(__u32* word) { __atomic_store_n(word, 0u, __ATOMIC_RELEASE); }
+
+}  // namespace
+}  // namespace sluice
+
+#define SLUICE_SHARED_LOCK(shared) ::sluice::lock_word(&(shared)->lock.val)
+#define SLUICE_SHARED_UNLOCK(shared) ::sluice::unlock_word(&(shared)->lock.val)
+#include "sluice/decide.h"
+
+namespace sluice {
+namespace {
+
+constexpr uint16_t kBurst = 32;
+// Shaped frames released per poll: with a burst of new frames, what one TX
+// burst array holds.
+constexpr uint16_t kReleaseMax = 32;
+constexpr uint32_t kEventRingSize = 4096;
+// rte_hash returns key positions below the entries asked for, plus, with
+// several writers, the keys parked in per-lcore free-slot caches (up to 64
+// each). The shared bucket array is this much longer; a position past it is
+// treated as a full table rather than trusted.
+constexpr uint32_t kSharedSlotSlack = RTE_MAX_LCORE * 64;
+// Source entries a worker checks for idleness per poll while a collection
+// is on: small enough not to delay the burst noticeably.
+constexpr uint32_t kSweepBatch = 64;
+
+// TSC cycles to ns without overflow for centuries of uptime.
+__extension__ typedef unsigned __int128 uint128;
+uint64_t cycles_to_ns(uint64_t cycles, uint64_t hz) {
+    return static_cast<uint64_t>(static_cast<uint128>(cycles) * 1'000'000'000u / hz);
+}
+
+uint64_t monotonic_ns() {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(now.tv_nsec);
+}
+
+std::string rte_error(const std::string& what) { return what + ": " + rte_strerror(rte_errno); }
+
+// Each table gets a name no other in the process has (rte_* objects are
+// registered by name).
+std::string table_name(const char* what, const void* owner, uint64_t n) {
+    char name[RTE_HASH_NAMESIZE];
+    std::snprintf(name, sizeof(name), "sl%s_%lx_%lu", what, static_cast<unsigned long>(reinterpret_cast<uintptr_t>(owner) & 0xffffff),
+                  static_cast<unsigned long>(n));
+    return name;
+}
+
+struct HashDeleter {
+    void operator()(rte_hash* h) const { rte_hash_free(h); }
+};
+
+}  // namespace
+
+// One class's shaping queue on one worker: a FIFO ring of held frames with
+// their deadlines, sized to the next power of two of the policy's bound and
+// allocated the first time the class queues (policies rarely shape).
+struct ShapedFrame {
+    rte_mbuf* mbuf;
+    uint64_t deadline_ns;
+};
+
+struct ShapeQueue {
+    ShapedFrame* ring = nullptr;
+    uint32_t capacity = 0;  // a power of two, 0 until first used
+    uint32_t head = 0;
+    uint32_t count = 0;
+    uint64_t cost_nano = 0;  // class-level cost of everything queued
+};
+
+struct alignas(RTE_CACHE_LINE_SIZE) WorkerState {
+    uint32_t index;
+    PortQueue rx, tx;
+    rte_hash* sources;                  // this worker's source table: key -> position
+    sluice_cpu_bucket* source_buckets;  // by position
+    uint32_t source_entries;            // in `sources`; never more than source_capacity
+    uint32_t source_capacity;
+    alignas(RTE_CACHE_LINE_SIZE) sluice_cpu_bucket class_buckets[SLUICE_MAX_CLASSES];
+    sluice_cpu_bucket global_bucket;
+    // Written by this worker only; the control thread reads them relaxed.
+    alignas(RTE_CACHE_LINE_SIZE) sluice_counter counters[SLUICE_COUNTER_SLOTS];
+    uint64_t stats[SLUICE_STAT_COUNT];
+    uint64_t decide_cycles, decisions;
+    uint64_t drops_seen;  // drives 1-in-N drop event sampling
+    rte_ring* events;     // sampled drops, single producer (this worker), single consumer (control)
+    // Idle collection of this worker's table, asked for by the control
+    // thread (collect_idle_sources) and done here, a batch per poll.
+    uint8_t sweep_requested;  // atomic: set by control, cleared by the worker
+    uint64_t sweep_now_ns;    // the time the request judges idleness at
+    uint32_t sweep_cursor;
+    uint64_t swept;           // entries this worker deleted; atomic reads by control
+    uint64_t swept_reported;  // control thread only: `swept` at the last collection
+    ShapeQueue queues[SLUICE_MAX_CLASSES];
+    uint64_t queued_classes[SLUICE_MAX_CLASSES / 64];  // bit per class with a non-empty queue
+};
+
+struct DpdkDataplane::Slot {
+    sluice_policy_header header{};
+    sluice_class_entry classes[SLUICE_MAX_CLASSES]{};
+    rte_lpm* lpm4 = nullptr;
+    rte_lpm6* lpm6 = nullptr;
+};
+
+struct DpdkDataplane::Shared {
+    std::unique_ptr<rte_hash, HashDeleter> sources;  // lock-free reads, locked writes
+    uint32_t capacity = 0;  // the table is created larger: rte_hash's minimum, per-lcore caches
+    uint32_t slots = 0;     // length of source_buckets
+    sluice_shared_bucket* source_buckets = nullptr;  // by position
+    sluice_shared_bucket* classes = nullptr;         // [SLUICE_MAX_CLASSES]
+    sluice_shared_bucket* global = nullptr;          // [1]
+};
+
+// ---- the fast path -------------------------------------------------------------
+
+// The parts of a frame's decision that need the tables; a class of the
+// Worker so it can reach the dataplane's private types.
+class WorkerPath {
+  public:
+    using Slot = DpdkDataplane::Slot;
+    using Shared = DpdkDataplane::Shared;
+
+    // What one worker decides one burst with: the slot read once for the
+    // burst, the clock read once, and where the frames go.
+    struct BurstContext {
+        WorkerState* state;
+        Shared* shared;
+        uint64_t now;
+        uint32_t workers;
+        uint32_t sample_mask;
+        rte_mbuf** forward;
+        uint16_t forwarded;
+        rte_mbuf** dropped;
+        uint16_t drops;
+
+        // Release stops when the burst's arrays hold this many frames, so
+        // a full burst of new ones still fits.
+        bool release_room() const { return forwarded + drops < kReleaseMax; }
+    };
+
+    static void count_decision(WorkerState* state, uint32_t class_id, sluice_decision d, uint32_t frame_len) {
+        sluice_counter& c = state->counters[sluice_counter_index(class_id % SLUICE_MAX_CLASSES, d.verdict & 1u,
+                                                                 d.reason < SLUICE_REASON_COUNT ? d.reason : 0)];
+        c.packets++;
+        c.bytes += frame_len;
+    }
+
+    static void sample_drop(BurstContext& ctx, const sluice_source_key& key, uint32_t frame_len, uint8_t reason) {
+        WorkerState* state = ctx.state;
+        if ((state->drops_seen++ & ctx.sample_mask) != 0) return;
+        sluice_drop_event event{};
+        event.time_ns = ctx.now;
+        event.source = key;
+        event.frame_len = frame_len;
+        event.reason = reason;
+        event.weight = static_cast<uint64_t>(ctx.sample_mask) + 1;
+        if (rte_ring_sp_enqueue_elem(state->events, &event, sizeof(event)) == 0)
+            state->stats[SLUICE_STAT_DROP_EVENTS_SENT]++;
+        else
+            state->stats[SLUICE_STAT_DROP_EVENTS_LOST]++;
+    }
+
+    // Counts a decision and routes the frame by it.
+    static void finish(BurstContext& ctx, rte_mbuf* m, uint32_t class_id, sluice_decision d, uint32_t frame_len,
+                       const sluice_source_key* key) {
+        count_decision(ctx.state, class_id, d, frame_len);
+        if (d.verdict == SLUICE_VERDICT_PASS) {
+            ctx.forward[ctx.forwarded++] = m;
+            return;
+        }
+        if (key) sample_drop(ctx, *key, frame_len, d.reason);
+        ctx.dropped[ctx.drops++] = m;
+    }
+
+    static uint32_t classify(const Slot& slot, const sluice_packet& pkt) {
+        uint32_t class_id = 0;
+        if (pkt.family == SLUICE_FAMILY_IPV4) {
+            uint32_t addr;
+            std::memcpy(&addr, pkt.src, 4);
+            if (rte_lpm_lookup(slot.lpm4, ntohl(addr), &class_id) == 0) return class_id;
+        } else if (rte_lpm6_lookup(slot.lpm6, pkt.src, &class_id) == 0) {
+            return class_id;
+        }
+        return slot.header.default_class_id;
+    }
+
+    // The class and global levels of this worker for `cls`.
+    static void upper_levels(sluice_level_ref* levels, const Slot& slot, const sluice_class_entry& cls,
+                             WorkerState* state, Shared* shared) {
+        const uint32_t id = cls.class_id % SLUICE_MAX_CLASSES;
+        levels[SLUICE_LEVEL_CLASS] = {&cls.aggregate, &state->class_buckets[id], &shared->classes[id]};
+        levels[SLUICE_LEVEL_GLOBAL] = {&slot.header.global, &state->global_bucket, shared->global};
+    }
+
+    // Finds or creates the source's state in this worker's table, and in the
+    // shared one for lease accuracy. False: a table is full.
+    static bool source_level(sluice_level_ref* ref, const sluice_class_entry& cls, const sluice_source_key& key,
+                             int32_t position, WorkerState* state, Shared* shared) {
+        const sluice_level_limit* limit = &cls.per_source;
+        *ref = {limit, nullptr, nullptr};
+        if (!limit->enabled) return true;
+        if (position < 0) {
+            // Not found by the burst's bulk lookup; an earlier frame of the
+            // same burst may have created it since.
+            position = rte_hash_lookup(state->sources, &key);
+            if (position < 0) {
+                if (state->source_entries >= state->source_capacity) return false;
+                position = rte_hash_add_key(state->sources, &key);
+                if (position < 0) return false;
+                state->source_entries++;
+                state->source_buckets[position] = sluice_cpu_bucket{};  // new: full at first use
+                state->stats[SLUICE_STAT_SOURCE_INSERTS]++;
+            }
+        }
+        ref->cpu = &state->source_buckets[position];
+        if (limit->accuracy != SLUICE_ACCURACY_LEASE) return true;
+        int32_t shared_position = rte_hash_lookup(shared->sources.get(), &key);
+        if (shared_position < 0) {
+            // Counting is exact but not cheap: only new sources pay for it.
+            if (rte_hash_count(shared->sources.get()) >= static_cast<int32_t>(shared->capacity)) return false;
+            // Freed entries were zeroed before their position was released,
+            // so a new entry starts as a new (full) bucket.
+            shared_position = rte_hash_add_key(shared->sources.get(), &key);
+            if (shared_position < 0) return false;
+            state->stats[SLUICE_STAT_SHARED_SOURCE_INSERTS]++;
+        }
+        if (static_cast<uint32_t>(shared_position) >= shared->slots) return false;  // see kSharedSlotSlack
+        ref->shared = &shared->source_buckets[shared_position];
+        return true;
+    }
+
+    // The worker's own share of the class rate, in nano-units per ns, for
+    // predicting how long a queue takes to drain.
+    static uint64_t drain_rate(const sluice_level_limit& level, uint32_t workers) {
+        if (level.accuracy == SLUICE_ACCURACY_LEASE) return std::max<uint64_t>(level.full.rate_per_s / workers, 1);
+        return std::max<uint64_t>(level.share.rate_per_s, 1);
+    }
+
+    // Tokens this worker could spend on the class now, without changing anything.
+    static uint64_t class_tokens(const sluice_level_ref& ref, uint64_t now) {
+        const sluice_level_limit& level = *ref.limit;
+        if (level.accuracy != SLUICE_ACCURACY_LEASE) {
+            if (ref.cpu->stamp_ns == 0) return level.share.burst_nano;
+            return sluice_refilled_tokens(ref.cpu->tokens_nano, ref.cpu->stamp_ns, &level.share, now);
+        }
+        const uint64_t lease = now < ref.cpu->stamp_ns ? ref.cpu->tokens_nano : 0;
+        const sluice_shared_bucket* shared = ref.shared;
+        // Read without the lock: an estimate for the deadline, never a spend.
+        const uint64_t pool = shared->last_ns == 0
+                                  ? level.full.burst_nano
+                                  : sluice_refilled_tokens(shared->tokens_nano, shared->last_ns, &level.full, now);
+        return lease + pool;
+    }
+
+    static bool grow_queue(ShapeQueue& q, uint32_t bound, int socket) {
+        uint32_t capacity = 1;
+        while (capacity < bound) capacity <<= 1;
+        auto* ring = static_cast<ShapedFrame*>(
+            rte_malloc_socket("sluice_shape", sizeof(ShapedFrame) * capacity, RTE_CACHE_LINE_SIZE, socket));
+        if (ring == nullptr) return false;
+        for (uint32_t i = 0; i < q.count; i++) ring[i] = q.ring[(q.head + i) & (q.capacity - 1)];
+        rte_free(q.ring);
+        q.ring = ring;
+        q.capacity = capacity;
+        q.head = 0;
+        return true;
+    }
+
+    // A frame of a shaped class: sent now if the class (and everything else)
+    // admits it and nothing waits ahead of it; otherwise held in the class's
+    // queue if the queue has room and the frame's predicted wait is within the
+    // class's max delay; otherwise refused, by reason.
+    static void shape(BurstContext& ctx, rte_mbuf* m, const sluice_class_entry& cls, sluice_level_ref* levels,
+                      const sluice_source_key& key, uint32_t frame_len) {
+        WorkerState* state = ctx.state;
+        const uint32_t id = cls.class_id % SLUICE_MAX_CLASSES;
+        ShapeQueue& q = state->queues[id];
+        const sluice_level_ref& src = levels[SLUICE_LEVEL_SOURCE];
+        const bool src_on = sluice_level_active(&src);
+        const uint64_t src_cost = src_on ? sluice_level_cost_nano(src.limit, frame_len) : 0;
+
+        if (q.count == 0) {
+            const sluice_decision d = sluice_decide(levels, frame_len, ctx.now);
+            if (d.verdict == SLUICE_VERDICT_PASS || d.level != SLUICE_LEVEL_CLASS) {
+                finish(ctx, m, cls.class_id, d, frame_len, &key);
+                return;
+            }
+            // Only the class refused: the source level holds its cost.
+        } else if (src_on && !sluice_level_check(&src, src_cost, ctx.now)) {
+            finish(ctx, m, cls.class_id,
+                   sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_SOURCE, SLUICE_LEVEL_SOURCE), frame_len,
+                   &key);
+            return;
+        }
+
+        const sluice_level_ref& agg = levels[SLUICE_LEVEL_CLASS];
+        const uint64_t cost = sluice_level_cost_nano(agg.limit, frame_len);
+        uint8_t refused = SLUICE_REASON_COUNT;
+        if (q.count >= cls.shape.queue_packets) {
+            refused = SLUICE_REASON_QUEUE_FULL;
+        } else {
+            const uint64_t tokens = class_tokens(agg, ctx.now);
+            const uint64_t need = q.cost_nano + cost;
+            const uint64_t wait_ns = need > tokens ? (need - tokens) / drain_rate(*agg.limit, ctx.workers) : 0;
+            if (wait_ns > cls.shape.max_delay_ns) refused = SLUICE_REASON_DEADLINE;
+        }
+        if (refused == SLUICE_REASON_COUNT && q.capacity < cls.shape.queue_packets &&
+            !grow_queue(q, std::min(cls.shape.queue_packets, SLUICE_SHAPE_QUEUE_MAX), static_cast<int>(rte_socket_id())))
+            refused = SLUICE_REASON_QUEUE_FULL;  // no memory for the queue: as good as full
+        if (refused != SLUICE_REASON_COUNT) {
+            finish(ctx, m, cls.class_id, sluice_decision_make(SLUICE_VERDICT_DROP, refused, SLUICE_LEVEL_CLASS),
+                   frame_len, &key);
+            return;
+        }
+        if (src_on) sluice_level_commit(&src, src_cost);
+        q.ring[(q.head + q.count) & (q.capacity - 1)] = {m, ctx.now + cls.shape.max_delay_ns};
+        q.count++;
+        q.cost_nano += cost;
+        state->queued_classes[id / 64] |= 1ull << (id % 64);
+    }
+
+    // Sends what the class rate allows from every non-empty queue, oldest
+    // first; drops frames whose deadline passed while they waited (the global
+    // ceiling can hold a queue back longer than predicted).
+    static void release(BurstContext& ctx, const Slot& slot) {
+        WorkerState* state = ctx.state;
+        for (uint32_t word = 0; word < SLUICE_MAX_CLASSES / 64; word++) {
+            uint64_t bits = state->queued_classes[word];
+            while (bits != 0 && ctx.release_room()) {
+                const uint32_t id = word * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
+                bits &= bits - 1;
+                release_class(ctx, slot, id);
+            }
+        }
+    }
+
+    static void release_class(BurstContext& ctx, const Slot& slot, uint32_t id) {
+        WorkerState* state = ctx.state;
+        ShapeQueue& q = state->queues[id];
+        const sluice_class_entry& cls = slot.classes[id];
+        // A new version may have stopped shaping the class: what it held was
+        // admitted to the queue, so it goes out now.
+        const bool still_shaped = cls.action == SLUICE_ACTION_LIMIT && cls.shape.queue_packets != 0;
+        sluice_level_ref levels[SLUICE_LEVEL_COUNT];
+        levels[SLUICE_LEVEL_SOURCE] = {nullptr, nullptr, nullptr};
+        upper_levels(levels, slot, cls, state, ctx.shared);
+        while (q.count > 0 && ctx.release_room()) {
+            const ShapedFrame frame = q.ring[q.head];
+            const uint32_t frame_len = frame.mbuf->pkt_len;
+            const uint64_t cost = still_shaped ? sluice_level_cost_nano(&cls.aggregate, frame_len) : 0;
+            if (still_shaped) {
+                if (ctx.now > frame.deadline_ns) {
+                    count_decision(state, id,
+                          sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_DEADLINE, SLUICE_LEVEL_CLASS),
+                          frame_len);
+                    ctx.dropped[ctx.drops++] = frame.mbuf;
+                } else if (sluice_decide(levels, frame_len, ctx.now).verdict == SLUICE_VERDICT_PASS) {
+                    count_decision(state, id, sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_SHAPED, SLUICE_LEVEL_NONE),
+                          frame_len);
+                    ctx.forward[ctx.forwarded++] = frame.mbuf;
+                } else {
+                    return;  // not yet: the class bucket refills at its rate
+                }
+            } else {
+                count_decision(state, id, sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_SHAPED, SLUICE_LEVEL_NONE),
+                      frame_len);
+                ctx.forward[ctx.forwarded++] = frame.mbuf;
+            }
+            q.head = (q.head + 1) & (q.capacity - 1);
+            q.count--;
+            q.cost_nano = q.count == 0 || cost > q.cost_nano ? 0 : q.cost_nano - cost;
+        }
+        if (q.count == 0) state->queued_classes[id / 64] &= ~(1ull << (id % 64));
+    }
+
+    // Decides a burst. Two passes so the source table is searched with one
+    // bulk lookup (which prefetches) instead of a cache miss per frame.
+    static void decide_burst(BurstContext& ctx, const Slot& slot, rte_mbuf** pkts, uint16_t n) {
+        WorkerState* state = ctx.state;
+        sluice_packet parsed[kBurst];
+        const sluice_class_entry* classes[kBurst];
+        sluice_source_key keys[kBurst];
+        const void* lookup_keys[kBurst];
+        uint16_t lookup_of[kBurst];
+        int32_t positions[kBurst];
+        uint16_t lookups = 0;
+
+        for (uint16_t i = 0; i < n; i++) {
+            rte_mbuf* m = pkts[i];
+            classes[i] = nullptr;
+            const uint8_t* data;
+            // The parser checks IP lengths against the frame: a frame split
+            // over segments must be one piece first.
+            if (m->nb_segs > 1 && rte_pktmbuf_linearize(m) != 0) {
+                // Too long for one mbuf: its lengths cannot be checked, so
+                // it gets the malformed verdict (README: --mbuf-size).
+                parsed[i] = sluice_packet{};
+                parsed[i].status = SLUICE_PARSE_TRUNCATED_IPV4;
+                parsed[i].frame_len = m->pkt_len;
+                continue;
+            }
+            data = rte_pktmbuf_mtod(m, const uint8_t*);
+            sluice_parse(data, data + m->data_len, &parsed[i]);
+            if (parsed[i].status != SLUICE_PARSE_OK) continue;
+            const sluice_class_entry& cls = slot.classes[classify(slot, parsed[i]) % SLUICE_MAX_CLASSES];
+            classes[i] = &cls;
+            sluice_source_key_make(&keys[i], &parsed[i], &cls);
+            if (cls.action == SLUICE_ACTION_LIMIT && cls.per_source.enabled) {
+                lookup_keys[lookups] = &keys[i];
+                lookup_of[i] = lookups++;
+            }
+        }
+        if (lookups > 0) rte_hash_lookup_bulk(state->sources, lookup_keys, lookups, positions);
+
+        for (uint16_t i = 0; i < n; i++) {
+            rte_mbuf* m = pkts[i];
+            const uint32_t frame_len = parsed[i].frame_len;
+            if (classes[i] == nullptr) {
+                finish(ctx, m, SLUICE_CLASS_UNCLASSIFIED, sluice_decide_unparsed(&slot.header, parsed[i].status),
+                       frame_len, nullptr);
+                continue;
+            }
+            const sluice_class_entry& cls = *classes[i];
+            sluice_decision d;
+            if (sluice_decide_action(&cls, &d)) {
+                finish(ctx, m, cls.class_id, d, frame_len, &keys[i]);
+                continue;
+            }
+            sluice_level_ref levels[SLUICE_LEVEL_COUNT];
+            const int32_t position = cls.per_source.enabled ? positions[lookup_of[i]] : -1;
+            if (!source_level(&levels[SLUICE_LEVEL_SOURCE], cls, keys[i], position, state, ctx.shared)) {
+                state->stats[SLUICE_STAT_SOURCE_TABLE_FULL]++;
+                finish(ctx, m, cls.class_id, sluice_decide_table_full(&cls), frame_len, &keys[i]);
+                continue;
+            }
+            upper_levels(levels, slot, cls, state, ctx.shared);
+            if (cls.shape.queue_packets != 0 && cls.aggregate.enabled) {
+                shape(ctx, m, cls, levels, keys[i], frame_len);
+                continue;
+            }
+            finish(ctx, m, cls.class_id, sluice_decide(levels, frame_len, ctx.now), frame_len, &keys[i]);
+        }
+    }
+
+    // One batch of the collection the control thread asked for: this worker
+    // is the only writer of its table, so nothing else can hold a position
+    // it frees. Done when the walk wraps.
+    static void sweep(WorkerState* state, const Slot& slot) {
+        if (__atomic_load_n(&state->sweep_requested, __ATOMIC_ACQUIRE) == 0) return;
+        for (uint32_t i = 0; i < kSweepBatch; i++) {
+            const void* key = nullptr;
+            void* data = nullptr;
+            const int32_t position = rte_hash_iterate(state->sources, &key, &data, &state->sweep_cursor);
+            if (position < 0) {
+                state->sweep_cursor = 0;
+                __atomic_store_n(&state->sweep_requested, 0, __ATOMIC_RELEASE);
+                return;
+            }
+            const auto* source = static_cast<const sluice_source_key*>(key);
+            const sluice_class_entry& cls = slot.classes[source->class_id % SLUICE_MAX_CLASSES];
+            if (sluice_source_is_idle(&cls, 0, state->source_buckets[position].stamp_ns, state->sweep_now_ns) &&
+                rte_hash_del_key(state->sources, source) >= 0) {
+                state->source_entries--;
+                __atomic_store_n(&state->swept, state->swept + 1, __ATOMIC_RELAXED);
+            }
+        }
+    }
+};
+
+uint16_t Worker::poll_once() {
+    WorkerState* state = state_;
+    DpdkDataplane* dp = dataplane_;
+    rte_mbuf* pkts[kBurst];
+    rte_mbuf* forward[kBurst + kReleaseMax];
+    rte_mbuf* dropped[kBurst + kReleaseMax];
+
+    const uint16_t received = rte_eth_rx_burst(state->rx.port, state->rx.queue, pkts, kBurst);
+    const uint64_t now = dp->now_ns();
+    // The one read of the active slot for this burst.
+    const DpdkDataplane::Slot& slot = dp->slots_[dp->active_.load(std::memory_order_acquire)];
+    WorkerPath::BurstContext ctx{state,   dp->shared_.get(), sluice_stamp(now), dp->worker_count(),
+                                 dp->options_.drop_sample_period - 1, forward, 0, dropped, 0};
+
+    const uint64_t start = rte_rdtsc();
+    if (slot.header.version == 0) {
+        // No policy yet: pass everything, as the XDP program does.
+        state->stats[SLUICE_STAT_NO_POLICY] += received;
+        std::copy(pkts, pkts + received, forward);
+        ctx.forwarded = received;
+    } else {
+        // Frames already waiting go first: they are older than this burst.
+        WorkerPath::release(ctx, slot);
+        if (received > 0) WorkerPath::decide_burst(ctx, slot, pkts, received);
+        WorkerPath::sweep(state, slot);
+    }
+    if (received > 0) {
+        state->decide_cycles += rte_rdtsc() - start;
+        state->decisions += received;
+    }
+
+    if (ctx.drops > 0) rte_pktmbuf_free_bulk(ctx.dropped, ctx.drops);
+    if (ctx.forwarded > 0) {
+        const uint16_t sent = rte_eth_tx_burst(state->tx.port, state->tx.queue, ctx.forward, ctx.forwarded);
+        if (sent < ctx.forwarded) {
+            state->stats[SLUICE_STAT_TX_FULL] += ctx.forwarded - sent;
+            rte_pktmbuf_free_bulk(ctx.forward + sent, ctx.forwarded - sent);
+        }
+    }
+    return received;
+}
+
+int Worker::run(const std::atomic<bool>& stop) {
+    rte_rcu_qsbr* qsbr = dataplane_->qsbr_;
+    const uint32_t id = state_->index;
+    rte_rcu_qsbr_thread_online(qsbr, id);
+    while (!stop.load(std::memory_order_relaxed)) {
+        poll_once();
+        rte_rcu_qsbr_quiescent(qsbr, id);
+    }
+    rte_rcu_qsbr_thread_offline(qsbr, id);
+    return 0;
+}
+
+void Worker::set_ports(PortQueue rx, PortQueue tx) {
+    state_->rx = rx;
+    state_->tx = tx;
+}
+
+uint32_t Worker::index() const { return state_->index; }
+
+uint32_t Worker::queued(uint32_t class_id) const { return state_->queues[class_id % SLUICE_MAX_CLASSES].count; }
+
+// ---- the control side -------------------------------------------------------------
+
+Result<std::unique_ptr<DpdkDataplane>> DpdkDataplane::create(const DpdkOptions& options) {
+    if (options.workers == 0 || options.workers > RTE_MAX_LCORE)
+        return Error{"workers must be in 1.." + std::to_string(RTE_MAX_LCORE)};
+    if (options.source_capacity == 0) return Error{"source_capacity must be at least 1"};
+    if (options.drop_sample_period == 0 || (options.drop_sample_period & (options.drop_sample_period - 1)) != 0)
+        return Error{"drop_sample_period must be a power of two"};
+    std::unique_ptr<DpdkDataplane> dataplane(new DpdkDataplane());
+    if (auto status = dataplane->allocate(options); !status) return status.error();
+    return dataplane;
+}
+
+Status DpdkDataplane::allocate(const DpdkOptions& options) {
+    options_ = options;
+    const int socket = options.socket_id;
+    slots_ = std::make_unique<Slot[]>(SLUICE_POLICY_SLOTS);
+    shared_ = std::make_unique<Shared>();
+
+    const size_t qsbr_size = rte_rcu_qsbr_get_memsize(options.workers);
+    qsbr_ = static_cast<rte_rcu_qsbr*>(rte_zmalloc_socket("sluice_qsbr", qsbr_size, RTE_CACHE_LINE_SIZE, socket));
+    if (qsbr_ == nullptr || rte_rcu_qsbr_init(qsbr_, options.workers) != 0)
+        return Error{rte_error("allocating the RCU state of " + std::to_string(options.workers) + " workers")};
+
+    // rte_hash needs at least a bucket's worth of entries; the capacity is
+    // enforced by counting instead.
+    rte_hash_parameters params{};
+    params.entries = std::max<uint32_t>(options.source_capacity, 16);
+    shared_->capacity = options.source_capacity;
+    shared_->slots = params.entries + kSharedSlotSlack;
+    params.key_len = sizeof(sluice_source_key);
+    params.hash_func = rte_hash_crc;  // SSE4.2 CRC32: a few ns for a 24-byte key
+    params.socket_id = socket;
+    // The shared table is written by every worker (adds) and the control
+    // thread (idle deletes) and read lock-free; positions of deleted keys are
+    // released only after a grace period (collect_idle_sources).
+    const std::string shared_name = table_name("S", this, 0);
+    params.name = shared_name.c_str();
+    params.extra_flag = RTE_HASH_EXTRA_FLAGS_MULTI_WRITER_ADD | RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF |
+                        RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
+    shared_->sources.reset(rte_hash_create(&params));
+    if (!shared_->sources) return Error{rte_error("creating the shared source table")};
+    shared_->source_buckets = static_cast<sluice_shared_bucket*>(rte_zmalloc_socket(
+        "sluice_shared_sources", sizeof(sluice_shared_bucket) * shared_->slots, RTE_CACHE_LINE_SIZE, socket));
+    shared_->classes = static_cast<sluice_shared_bucket*>(rte_zmalloc_socket(
+        "sluice_shared_classes", sizeof(sluice_shared_bucket) * SLUICE_MAX_CLASSES, RTE_CACHE_LINE_SIZE, socket));
+    shared_->global = static_cast<sluice_shared_bucket*>(
+        rte_zmalloc_socket("sluice_shared_global", sizeof(sluice_shared_bucket), RTE_CACHE_LINE_SIZE, socket));
+    if (!shared_->source_buckets || !shared_->classes || !shared_->global)
+        return Error{"out of DPDK memory for the shared tables (" + std::to_string(options.source_capacity) +
+                     " sources): raise the EAL's -m"};
+
+    for (uint32_t i = 0; i < options.workers; i++) {
+        auto* state = static_cast<WorkerState*>(
+            rte_zmalloc_socket("sluice_worker", sizeof(WorkerState), RTE_CACHE_LINE_SIZE, socket));
+        if (state == nullptr) return Error{"out of DPDK memory for worker " + std::to_string(i) + ": raise the EAL's -m"};
+        states_.push_back(state);
+        state->index = i;
+        state->source_capacity = options.source_capacity;
+        // Each worker's own table: one writer, no readers elsewhere, so no
+        // concurrency flags (the fastest rte_hash there is).
+        const std::string name = table_name("W", this, i);
+        params.name = name.c_str();
+        params.extra_flag = RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
+        state->sources = rte_hash_create(&params);
+        if (state->sources == nullptr) return Error{rte_error("creating the source table of worker " + std::to_string(i))};
+        state->source_buckets = static_cast<sluice_cpu_bucket*>(rte_zmalloc_socket(
+            "sluice_sources", sizeof(sluice_cpu_bucket) * params.entries, RTE_CACHE_LINE_SIZE, socket));
+        if (state->source_buckets == nullptr)
+            return Error{"out of DPDK memory for the source buckets of worker " + std::to_string(i) +
+                         ": raise the EAL's -m"};
+        const std::string ring = table_name("E", this, i);
+        state->events = rte_ring_create_elem(ring.c_str(), sizeof(sluice_drop_event), kEventRingSize, socket,
+                                             RING_F_SP_ENQ | RING_F_SC_DEQ);
+        if (state->events == nullptr) return Error{rte_error("creating the drop event ring of worker " + std::to_string(i))};
+        if (rte_rcu_qsbr_thread_register(qsbr_, i) != 0)
+            return Error{"registering worker " + std::to_string(i) + " for RCU"};
+        workers_.push_back(Worker(this, state));
+    }
+
+    tsc_hz_ = rte_get_tsc_hz();
+    if (tsc_hz_ == 0) return Error{"the EAL does not know the TSC frequency"};
+    tsc_base_ = rte_rdtsc();
+    ns_base_ = monotonic_ns();
+    return ok_status();
+}
+
+DpdkDataplane::~DpdkDataplane() {
+    for (WorkerState* state : states_) {
+        for (ShapeQueue& q : state->queues) {
+            for (uint32_t i = 0; i < q.count; i++) rte_pktmbuf_free(q.ring[(q.head + i) & (q.capacity - 1)].mbuf);
+            rte_free(q.ring);
+        }
+        rte_ring_free(state->events);
+        rte_free(state->source_buckets);
+        rte_hash_free(state->sources);
+        rte_free(state);
+    }
+    if (slots_) {
+        for (uint32_t s = 0; s < SLUICE_POLICY_SLOTS; s++) {
+            rte_lpm_free(slots_[s].lpm4);
+            rte_lpm6_free(slots_[s].lpm6);
+        }
+    }
+    if (shared_) {
+        rte_free(shared_->source_buckets);
+        rte_free(shared_->classes);
+        rte_free(shared_->global);
+    }
+    rte_free(qsbr_);
+}
+
+uint64_t DpdkDataplane::now_ns() const {
+    if (options_.test_clock) return test_now_ns_.load(std::memory_order_relaxed);
+    const uint64_t cycles = rte_rdtsc() - tsc_base_;
+    return ns_base_ + cycles_to_ns(cycles, tsc_hz_);
+}
+
+void DpdkDataplane::set_test_clock(uint64_t now_ns) { test_now_ns_.store(now_ns, std::memory_order_relaxed); }
+
+Status DpdkDataplane::write_slot(Slot& slot, const CompiledPolicy& policy) {
+    // Nobody reads this slot (a grace period passed after it was last
+    // active), so its old tries can go.
+    rte_lpm_free(slot.lpm4);
+    rte_lpm6_free(slot.lpm6);
+    slot.lpm4 = nullptr;
+    slot.lpm6 = nullptr;
+
+    // Size the tries for this policy: a prefix longer than /24 needs a tbl8
+    // group per further byte.
+    uint32_t v4_rules = 1, v4_groups = 1, v6_rules = 1, v6_groups = 1;
+    for (const PolicyPrefix& p : policy.prefixes) {
+        const uint32_t groups = p.length > 24 ? (p.length - 24 + 7) / 8 : 0;
+        if (p.family == SLUICE_FAMILY_IPV4) {
+            v4_rules++;
+            v4_groups += groups;
+        } else {
+            v6_rules++;
+            v6_groups += groups;
+        }
+    }
+    lpm_generation_++;
+    const std::string name4 = table_name("4", this, lpm_generation_);
+    const std::string name6 = table_name("6", this, lpm_generation_);
+    const rte_lpm_config config4{v4_rules, v4_groups, 0};
+    rte_lpm6_config config6{v6_rules, v6_groups, 0};
+    slot.lpm4 = rte_lpm_create(name4.c_str(), options_.socket_id, &config4);
+    if (slot.lpm4 == nullptr) return Error{rte_error("creating the IPv4 prefix table")};
+    slot.lpm6 = rte_lpm6_create(name6.c_str(), options_.socket_id, &config6);
+    if (slot.lpm6 == nullptr) return Error{rte_error("creating the IPv6 prefix table")};
+    for (const PolicyPrefix& p : policy.prefixes) {
+        int err;
+        if (p.family == SLUICE_FAMILY_IPV4) {
+            uint32_t addr;
+            std::memcpy(&addr, p.addr.data(), 4);
+            err = rte_lpm_add(slot.lpm4, ntohl(addr), p.length, p.class_id);
+        } else {
+            err = rte_lpm6_add(slot.lpm6, p.addr.data(), p.length, p.class_id);
+        }
+        if (err != 0)
+            return Error{"adding prefix of class " + std::to_string(p.class_id) + ": " + rte_strerror(-err)};
+    }
+
+    slot.header = policy.header;
+    std::memset(slot.classes, 0, sizeof(slot.classes));
+    for (const sluice_class_entry& cls : policy.classes) slot.classes[cls.class_id % SLUICE_MAX_CLASSES] = cls;
+    return ok_status();
+}
+
+Status DpdkDataplane::apply(const CompiledPolicy& policy) {
+    if (auto status = validate(policy); !status) return status;
+    std::lock_guard lock(apply_mutex_);
+    const uint32_t next = (active_.load(std::memory_order_relaxed) + 1) % SLUICE_POLICY_SLOTS;
+    if (auto status = write_slot(slots_[next], policy); !status) return status;
+    active_.store(next, std::memory_order_release);
+    // Once every online worker has passed a quiescent state, none reads the
+    // old slot: the next apply may rewrite it.
+    rte_rcu_qsbr_synchronize(qsbr_, RTE_QSBR_THRID_INVALID);
+    return ok_status();
+}
+
+Result<uint64_t> DpdkDataplane::active_version() {
+    return slots_[active_.load(std::memory_order_acquire)].header.version;
+}
+
+Result<std::vector<sluice_counter>> DpdkDataplane::counters() {
+    std::vector<sluice_counter> sums(SLUICE_COUNTER_SLOTS);
+    for (const WorkerState* state : states_) {
+        for (uint32_t i = 0; i < SLUICE_COUNTER_SLOTS; i++) {
+            sums[i].packets += __atomic_load_n(&state->counters[i].packets, __ATOMIC_RELAXED);
+            sums[i].bytes += __atomic_load_n(&state->counters[i].bytes, __ATOMIC_RELAXED);
+        }
+    }
+    return sums;
+}
+
+Result<std::array<uint64_t, SLUICE_STAT_COUNT>> DpdkDataplane::stats() {
+    std::array<uint64_t, SLUICE_STAT_COUNT> sums{};
+    for (const WorkerState* state : states_) {
+        for (uint32_t i = 0; i < SLUICE_STAT_COUNT; i++) sums[i] += __atomic_load_n(&state->stats[i], __ATOMIC_RELAXED);
+    }
+    return sums;
+}
+
+Result<size_t> DpdkDataplane::drain_events(const std::function<void(const sluice_drop_event&)>& on_event) {
+    size_t drained = 0;
+    sluice_drop_event events[64];
+    for (WorkerState* state : states_) {
+        unsigned n;
+        while ((n = rte_ring_sc_dequeue_burst_elem(state->events, events, sizeof(sluice_drop_event), 64, nullptr)) > 0) {
+            for (unsigned i = 0; i < n; i++) on_event(events[i]);
+            drained += n;
+        }
+    }
+    return drained;
+}
+
+Result<std::pair<size_t, size_t>> DpdkDataplane::source_counts() {
+    size_t per_worker = 0;
+    for (const WorkerState* state : states_) per_worker += __atomic_load_n(&state->source_entries, __ATOMIC_RELAXED);
+    return std::pair<size_t, size_t>(per_worker, static_cast<size_t>(rte_hash_count(shared_->sources.get())));
+}
+
+Result<size_t> DpdkDataplane::collect_idle_sources(uint64_t now_ns) {
+    std::lock_guard lock(apply_mutex_);  // the slot read below stays active meanwhile
+    // Workers' own tables: ask each to walk its table; what they deleted
+    // since the last call is reported now.
+    size_t deleted = 0;
+    for (WorkerState* state : states_) {
+        const uint64_t swept = __atomic_load_n(&state->swept, __ATOMIC_RELAXED);
+        deleted += swept - state->swept_reported;
+        state->swept_reported = swept;
+        if (__atomic_load_n(&state->sweep_requested, __ATOMIC_ACQUIRE) == 0) {
+            state->sweep_now_ns = now_ns;
+            __atomic_store_n(&state->sweep_requested, 1, __ATOMIC_RELEASE);
+        }
+    }
+    const Slot& slot = slots_[active_.load(std::memory_order_acquire)];
+    rte_hash* table = shared_->sources.get();
+    std::vector<sluice_source_key> stale;
+    const void* key = nullptr;
+    void* data = nullptr;
+    uint32_t cursor = 0;
+    int32_t position;
+    while ((position = rte_hash_iterate(table, &key, &data, &cursor)) >= 0) {
+        const auto* source = static_cast<const sluice_source_key*>(key);
+        const sluice_shared_bucket& bucket = shared_->source_buckets[position];
+        if (sluice_source_is_idle(&slot.classes[source->class_id % SLUICE_MAX_CLASSES], 1,
+                                  __atomic_load_n(&bucket.last_ns, __ATOMIC_RELAXED), now_ns))
+            stale.push_back(*source);
+    }
+    std::vector<int32_t> freed;
+    for (const sluice_source_key& source : stale) {
+        const int32_t deleted = rte_hash_del_key(table, &source);
+        if (deleted >= 0) freed.push_back(deleted);
+    }
+    if (freed.empty()) return deleted;
+    // A worker that looked the key up before the delete may still use its
+    // bucket: only after a grace period is the position free to reuse, and
+    // zeroed so its next key starts as a new bucket.
+    rte_rcu_qsbr_synchronize(qsbr_, RTE_QSBR_THRID_INVALID);
+    for (const int32_t p : freed) {
+        shared_->source_buckets[p] = sluice_shared_bucket{};
+        rte_hash_free_key_with_position(table, p);
+    }
+    return deleted + freed.size();
+}
+
+DecisionCost DpdkDataplane::decision_cost() {
+    uint64_t cycles = 0, decisions = 0;
+    for (const WorkerState* state : states_) {
+        cycles += __atomic_load_n(&state->decide_cycles, __ATOMIC_RELAXED);
+        decisions += __atomic_load_n(&state->decisions, __ATOMIC_RELAXED);
+    }
+    return {cycles_to_ns(cycles, tsc_hz_), decisions};
+}
+
+}  // namespace sluice

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+// The DPDK dataplane behind sluice-dpdk: the same decision core as the XDP
+// program (dataplane/include/sluice/), over tables a DPDK process owns.
+//
+// State. Each worker (one per lcore, each with its own RX queue) owns its
+// source table (an rte_hash no other thread writes), its class and global
+// buckets, counters and shaping queues, all cache-aligned and allocated on
+// its socket: the fast path takes no lock and shares no cache line. Behind
+// them sit shared tables for lease accuracy (a lock-free rte_hash of source
+// buckets and arrays for the class and global levels), exactly as the XDP
+// program's per-CPU and shared maps: same semantics, same bound.
+//
+// Policy versions. Two slots, as in XDP: apply() writes the inactive slot
+// (header, class entries, fresh rte_lpm/rte_lpm6 tries), flips the active
+// index, then waits on an RCU (QSBR) grace period: every worker reports a
+// quiescent state after each burst, so once the wait returns no worker reads
+// the old slot and it may be rewritten. A worker reads the active index once
+// per burst, so one burst never mixes two versions.
+//
+// Time is read once per RX burst: the TSC scaled to nanoseconds (or, for
+// tests, a clock they set).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiled_policy.h"
+#include "dataplane.h"
+#include "result.h"
+#include "sluice/abi.h"
+
+struct rte_hash;
+struct rte_lpm;
+struct rte_lpm6;
+struct rte_mbuf;
+struct rte_rcu_qsbr;
+struct rte_ring;
+
+namespace sluice {
+
+struct DpdkOptions {
+    // Workers that will decide packets; policies are compiled for this many
+    // (split accuracy gives each rate/workers and burst/workers).
+    uint32_t workers = 1;
+    // Entries in each worker's source table and in the shared (lease) one.
+    uint32_t source_capacity = 1u << 18;
+    // One drop in this many becomes a drop event (hot sources); a power of two.
+    uint32_t drop_sample_period = 64;
+    // Read time from set_test_clock() instead of the TSC.
+    bool test_clock = false;
+    // NUMA socket for the tables (-1: any).
+    int socket_id = -1;
+};
+
+// An ethdev queue a worker receives from or sends to.
+struct PortQueue {
+    uint16_t port = 0;
+    uint16_t queue = 0;
+};
+
+class DpdkDataplane;
+struct WorkerState;
+
+// One lcore's worth of the dataplane. Only that lcore calls poll_once/run.
+class Worker {
+  public:
+    // Receives one burst from `rx`, decides every frame, sends what passes
+    // (and shaped frames that are due) to `tx` without copying them, and
+    // frees the rest. Returns the frames received.
+    uint16_t poll_once();
+    // The lcore's loop: poll_once until `stop`, reporting a quiescent state
+    // after every burst. Returns 0 (the lcore function's exit code).
+    int run(const std::atomic<bool>& stop);
+
+    void set_ports(PortQueue rx, PortQueue tx);
+    uint32_t index() const;
+    // Frames waiting in this worker's shaping queue of `class_id`.
+    uint32_t queued(uint32_t class_id) const;
+
+  private:
+    friend class DpdkDataplane;
+    Worker(DpdkDataplane* dataplane, WorkerState* state) : dataplane_(dataplane), state_(state) {}
+    DpdkDataplane* dataplane_;
+    WorkerState* state_;
+};
+
+class DpdkDataplane final : public EnforcementPoint {
+  public:
+    // Needs an initialised EAL. Allocates every table up front.
+    static Result<std::unique_ptr<DpdkDataplane>> create(const DpdkOptions& options);
+    ~DpdkDataplane() override;
+    DpdkDataplane(const DpdkDataplane&) = delete;
+    DpdkDataplane& operator=(const DpdkDataplane&) = delete;
+
+    // Validates, writes the inactive slot, flips, waits for the workers to
+    // leave the old slot. On error the running policy is untouched.
+    Status apply(const CompiledPolicy& policy) override;
+    Result<uint64_t> active_version() override;
+    Result<std::vector<sluice_counter>> counters() override;
+    Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats() override;
+    Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event) override;
+    Result<std::pair<size_t, size_t>> source_counts() override;
+    // Shared (lease) entries are deleted here, after a grace period; each
+    // worker collects its own table as it polls (it is the only writer).
+    Result<size_t> collect_idle_sources(uint64_t now_ns) override;
+    DecisionCost decision_cost() override;
+    bool decision_cost_enabled() const override { return true; }
+    std::string kind() const override { return "dpdk"; }
+
+    uint32_t worker_count() const { return static_cast<uint32_t>(workers_.size()); }
+    Worker& worker(uint32_t index) { return workers_.at(index); }
+
+    // The time every worker reads at its next burst (DpdkOptions::test_clock).
+    void set_test_clock(uint64_t now_ns);
+    uint64_t now_ns() const;
+
+  private:
+    friend class Worker;
+    friend class WorkerPath;
+    struct Slot;
+    struct Shared;
+
+    DpdkDataplane() = default;
+    Status allocate(const DpdkOptions& options);
+    Status write_slot(Slot& slot, const CompiledPolicy& policy);
+
+    DpdkOptions options_;
+    std::vector<WorkerState*> states_;  // rte_zmalloc'd, cache-aligned; freed in the destructor
+    std::vector<Worker> workers_;
+    std::unique_ptr<Slot[]> slots_;
+    std::atomic<uint32_t> active_{0};
+    std::unique_ptr<Shared> shared_;
+    rte_rcu_qsbr* qsbr_ = nullptr;
+    uint64_t tsc_hz_ = 0, tsc_base_ = 0, ns_base_ = 0;
+    std::atomic<uint64_t> test_now_ns_{0};
+    std::mutex apply_mutex_;
+    uint64_t lpm_generation_ = 0;  // rte_lpm names must be unique in the process
+};
+
+}  // namespace sluice

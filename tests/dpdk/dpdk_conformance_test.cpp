@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+// The XDP program's verdict expectations, run unchanged against the DPDK
+// dataplane: every scenario of tests/common/verdict_scenarios.h, with frames
+// going in through a ring port's RX and coming out (or not) at its TX.
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "common/verdict_scenarios.h"
+#include "dpdk_fixture.h"
+
+namespace sluice::test {
+namespace {
+
+using scenarios::UnparsedVerdicts;
+
+class DpdkBuckets : public DpdkTest, public ::testing::WithParamInterface<Accuracy> {};
+
+TEST_P(DpdkBuckets, PacketBurstThenRefillOnePacketAtATime) {
+    scenarios::packet_burst_then_refill_one_packet_at_a_time(*this, GetParam());
+}
+TEST_P(DpdkBuckets, ByteBurstIsTwoFramesAndRefillsByLength) {
+    scenarios::byte_burst_is_two_frames_and_refills_by_length(*this, GetParam());
+}
+TEST_P(DpdkBuckets, ClockRegressionRefillsNothing) { scenarios::clock_regression_refills_nothing(*this, GetParam()); }
+TEST_P(DpdkBuckets, GlobalRefusalsSpendNoSourceTokens) {
+    scenarios::global_refusals_spend_no_source_tokens(*this, GetParam());
+}
+TEST_P(DpdkBuckets, ClassRefusalsSpendNoSourceTokens) {
+    scenarios::class_refusals_spend_no_source_tokens(*this, GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Accuracy, DpdkBuckets, ::testing::Values(Accuracy::split, Accuracy::lease), accuracy_name);
+
+using DpdkSources = DpdkTest;
+TEST_F(DpdkSources, Ipv4SourcesHaveTheirOwnBuckets) { scenarios::ipv4_sources_have_their_own_buckets(*this); }
+TEST_F(DpdkSources, Ipv4PrefixAggregation) { scenarios::ipv4_prefix_aggregation(*this); }
+TEST_F(DpdkSources, Ipv6SourcesShareTheirSlash64) { scenarios::ipv6_sources_share_their_slash64(*this); }
+TEST_F(DpdkSources, Ipv6Prefix128KeepsAddressesApart) { scenarios::ipv6_prefix128_keeps_addresses_apart(*this); }
+TEST_F(DpdkSources, VlanAndQinqFramesAreLimitedByTheirInnerSource) {
+    scenarios::vlan_and_qinq_frames_are_limited_by_their_inner_source(*this);
+}
+TEST_F(DpdkSources, Ipv4FragmentsCountAgainstTheirSource) {
+    scenarios::ipv4_fragments_count_against_their_source(*this);
+}
+TEST_F(DpdkSources, Ipv6FragmentsCountAgainstTheirSource) {
+    scenarios::ipv6_fragments_count_against_their_source(*this);
+}
+
+using DpdkPolicy = DpdkTest;
+TEST_F(DpdkPolicy, LongestPrefixPicksTheClass) { scenarios::longest_prefix_picks_the_class(*this); }
+TEST_F(DpdkPolicy, PassClassIsNeverLimitedEvenUnderAGlobalCeiling) {
+    scenarios::pass_class_is_never_limited_even_under_a_global_ceiling(*this);
+}
+TEST_F(DpdkPolicy, GlobalCeilingAcrossSources) { scenarios::global_ceiling_across_sources(*this); }
+TEST_F(DpdkPolicy, ClassAggregateIsSharedWithinTheClassOnly) {
+    scenarios::class_aggregate_is_shared_within_the_class_only(*this);
+}
+TEST_F(DpdkPolicy, DefaultClassActionApplies) { scenarios::default_class_action_applies(*this); }
+TEST_F(DpdkPolicy, NewVersionKeepsBucketsOfItsClasses) {
+    scenarios::new_version_keeps_buckets_of_its_classes(*this);
+    EXPECT_EQ(dp_->active_version().value(), 3u);
+}
+TEST_F(DpdkPolicy, NewVersionCanMoveASourceToAnotherClass) {
+    scenarios::new_version_can_move_a_source_to_another_class(*this);
+}
+TEST_F(DpdkPolicy, StalePrefixesOfAnOlderVersionAreGone) {
+    scenarios::stale_prefixes_of_an_older_version_are_gone(*this);
+}
+
+class DpdkUnparsed : public DpdkTest, public ::testing::WithParamInterface<UnparsedVerdicts> {};
+TEST_P(DpdkUnparsed, MalformedFramesGetTheMalformedVerdictUnderClassZero) {
+    scenarios::malformed_frames_get_the_malformed_verdict_under_class_zero(*this, GetParam());
+    EXPECT_EQ(stat(SLUICE_STAT_DROP_EVENTS_SENT), 0u);
+}
+TEST_P(DpdkUnparsed, NonIpFramesGetTheNonIpVerdict) {
+    scenarios::non_ip_frames_get_the_non_ip_verdict(*this, GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Verdicts, DpdkUnparsed,
+                         ::testing::Values(UnparsedVerdicts{kDrop, kPass}, UnparsedVerdicts{kPass, kDrop}),
+                         scenarios::unparsed_case_name);
+
+// DPDK's source tables are plain hashes: when one is full the class's
+// on_table_full decides, as with XDP's plain tables.
+class DpdkFullTable : public DpdkTest, public ::testing::WithParamInterface<std::tuple<uint8_t, Accuracy>> {
+  protected:
+    DpdkOptions options() const override {
+        DpdkOptions o = DpdkTest::options();
+        o.source_capacity = scenarios::kTableFullCapacity;
+        return o;
+    }
+};
+TEST_P(DpdkFullTable, FifthSourceGetsTheTableFullVerdict) {
+    scenarios::fifth_source_gets_the_table_full_verdict(*this, std::get<0>(GetParam()), std::get<1>(GetParam()));
+}
+INSTANTIATE_TEST_SUITE_P(Verdicts, DpdkFullTable,
+                         ::testing::Combine(::testing::Values(kPass, kDrop),
+                                            ::testing::Values(Accuracy::split, Accuracy::lease)),
+                         scenarios::table_full_case_name);
+
+}  // namespace
+}  // namespace sluice::test
