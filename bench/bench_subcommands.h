@@ -10,5 +10,8 @@ namespace sluice::bench {
 Status run_decide(const Options& options, Json& report);
 Status run_veth(const Options& options, Json& report);
 Status run_memory(const Options& options, Json& report);
+#ifdef SLUICE_BENCH_DPDK  // built with -Ddpdk (bench_dpdk.cpp)
+Status run_dpdk(const Options& options, Json& report);
+#endif
 
 }  // namespace sluice::bench

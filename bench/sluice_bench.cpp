@@ -22,6 +22,9 @@ constexpr const char* kUsage = R"(usage: sluice-bench COMMAND [--smoke] [--json 
            --rate PPS (per source, 1000)  --burst N (2000)  --receivers LIST (baseline,sluice,nftables,iptables)
   memory   bytes per tracked source from the source tables' real sizes
            --sources N (1048576)
+  dpdk     Mpps on one lcore, sluice-dpdk's dataplane vs a pass-through loop on net_null (DPDK builds)
+           --sources N (many-sources case, 1048576)  --rounds N (5)  --ms MS (per case and round, 1000)
+           --size BYTES (frame, 64)
   --smoke  seconds instead of minutes, for the test suite (small sizes, short runs)
   --json   also write the report as JSON to PATH (veth: and a PNG plot next to it)
 Needs root. Prints figures; compare ratios within one run only.
@@ -38,7 +41,10 @@ int main(int argc, char** argv) {
     Status (*run)(const Options&, Json&) = command == "decide"   ? run_decide
                                            : command == "veth"   ? run_veth
                                            : command == "memory" ? run_memory
-                                                                 : nullptr;
+#ifdef SLUICE_BENCH_DPDK
+                                           : command == "dpdk" ? run_dpdk
+#endif
+                                                               : nullptr;
     if (!run) {
         std::fprintf(stderr, "sluice-bench: unknown command \"%s\"\n%s", command.c_str(), kUsage);
         return 2;
@@ -46,7 +52,8 @@ int main(int argc, char** argv) {
     const std::map<std::string, std::set<std::string>> known = {
         {"decide", {"repeat", "rounds", "sources"}},
         {"veth", {"seconds", "sources", "dist", "rate", "burst", "receivers"}},
-        {"memory", {"sources"}}};
+        {"memory", {"sources"}},
+        {"dpdk", {"sources", "rounds", "ms", "size"}}};
     Options options;
     for (int i = 2; i < argc; ++i) {
         const std::string arg = argv[i];

@@ -41,7 +41,7 @@ std::pair<int, std::string> run_bench(const std::string& args) {
 std::vector<std::string> leftovers() {
     std::vector<std::string> found;
     std::error_code ec;
-    for (const char* dir : {"/var/run/netns", "/sys/fs/bpf"})
+    for (const char* dir : {"/var/run/netns", "/sys/fs/bpf", "/var/run/dpdk"})
         for (const auto& entry : fs::directory_iterator(dir, ec))
             if (entry.path().filename().string().rfind("sluice-bench-", 0) == 0) found.push_back(entry.path());
     return found;
@@ -122,5 +122,24 @@ TEST_F(BenchSmoke, VethReportsPpsForEveryReceiverAndAPlot) {
     EXPECT_EQ(receivers, (std::set<std::string>{"baseline", "sluice", "nftables", "iptables"}));
     EXPECT_TRUE(fs::exists(dir_ / "veth.png")) << "no plot next to the JSON";
 }
+
+#ifdef SLUICE_BENCH_DPDK  // sluice-bench has `dpdk` only when built with DPDK
+TEST_F(BenchSmoke, DpdkReportsMppsForPassThroughAndSluice) {
+    const auto results = smoke("dpdk");
+    ASSERT_TRUE(results.is_array());
+    ASSERT_EQ(results.size(), 3u);  // pass-through, sluice 1 source, sluice many sources
+    EXPECT_EQ(results[0].value("loop", ""), "pass-through");
+    for (const auto& row : results) {
+        for (const char* key : {"mpps", "mpps_per_cpu_second", "ns_per_frame", "ratio_to_pass_through"})
+            EXPECT_TRUE(is_figure(row.value(key, nlohmann::json{}))) << key << " in " << row.dump();
+        EXPECT_GT(row.value("frames", 0u), 0u) << row.dump();
+    }
+    // The policy admits everything: the comparison is only fair if nothing was dropped.
+    for (size_t i = 1; i < results.size(); ++i) {
+        EXPECT_EQ(results[i].value("dropped", 1u), 0u) << results[i].dump();
+        EXPECT_GT(results[i].value("passed", 0u), 0u) << results[i].dump();
+    }
+}
+#endif
 
 }  // namespace
