@@ -109,10 +109,14 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
                "Packets whose source state could not be created, by the on_table_full decision.", MetricType::Counter);
     auto run_time =
         family("sluice_bpf_run_time_seconds_total",
-               "Time the kernel spent running the XDP program (BPF run-time statistics).", MetricType::Counter);
-    auto run_count = family("sluice_bpf_run_count_total",
-                            "Runs of the XDP program, one per packet; run time / run count is the decision cost.",
-                            MetricType::Counter);
+               "Time spent deciding: the XDP program's BPF run-time statistics (sluiced), the workers' own TSC "
+               "measure (sluice-dpdk, program=\"sluice_dpdk\").",
+               MetricType::Counter);
+    auto run_count =
+        family("sluice_bpf_run_count_total",
+               "Decisions made (runs of the XDP program, or frames a sluice-dpdk worker decided), one per packet; "
+               "run time / run count is the decision cost.",
+               MetricType::Counter);
     auto errors = family("sluice_dataplane_errors_total",
                          "Failed dataplane operations: syscalls by what they were for, and state_lookup (class or "
                          "global state missing in the program; the packet passed).",
@@ -181,7 +185,8 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
     add(pushes, {{"result", "accepted"}}, static_cast<double>(snapshot.pushes_accepted));
     add(pushes, {{"result", "rejected"}}, static_cast<double>(snapshot.pushes_rejected));
     auto stats_enabled =
-        family("sluice_bpf_stats_enabled", "1 while sluiced holds BPF run-time statistics on (BPF_ENABLE_STATS).",
+        family("sluice_bpf_stats_enabled",
+               "1 while the decision cost is measured (sluiced: while it holds BPF_ENABLE_STATS; sluice-dpdk: always).",
                MetricType::Gauge);
     add(stats_enabled, {}, snapshot.decision_cost_enabled ? 1 : 0);
     auto build = family("sluice_build_info", "The sluiced build; always 1.", MetricType::Gauge);

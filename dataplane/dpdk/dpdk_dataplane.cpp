@@ -76,7 +76,8 @@ std::string rte_error(const std::string& what) { return what + ": " + rte_strerr
 // registered by name).
 std::string table_name(const char* what, const void* owner, uint64_t n) {
     char name[RTE_HASH_NAMESIZE];
-    std::snprintf(name, sizeof(name), "sl%s_%lx_%lu", what, static_cast<unsigned long>(reinterpret_cast<uintptr_t>(owner) & 0xffffff),
+    std::snprintf(name, sizeof(name), "sl%s_%lx_%lu", what,
+                  static_cast<unsigned long>(reinterpret_cast<uintptr_t>(owner) & 0xffffff),
                   static_cast<unsigned long>(n));
     return name;
 }
@@ -339,7 +340,8 @@ class WorkerPath {
             if (wait_ns > cls.shape.max_delay_ns) refused = SLUICE_REASON_DEADLINE;
         }
         if (refused == SLUICE_REASON_COUNT && q.capacity < cls.shape.queue_packets &&
-            !grow_queue(q, std::min(cls.shape.queue_packets, SLUICE_SHAPE_QUEUE_MAX), static_cast<int>(rte_socket_id())))
+            !grow_queue(q, std::min(cls.shape.queue_packets, SLUICE_SHAPE_QUEUE_MAX),
+                        static_cast<int>(rte_socket_id())))
             refused = SLUICE_REASON_QUEUE_FULL;  // no memory for the queue: as good as full
         if (refused != SLUICE_REASON_COUNT) {
             finish(ctx, m, cls.class_id, sluice_decision_make(SLUICE_VERDICT_DROP, refused, SLUICE_LEVEL_CLASS),
@@ -384,20 +386,23 @@ class WorkerPath {
             const uint64_t cost = still_shaped ? sluice_level_cost_nano(&cls.aggregate, frame_len) : 0;
             if (still_shaped) {
                 if (ctx.now > frame.deadline_ns) {
-                    count_decision(state, id,
-                          sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_DEADLINE, SLUICE_LEVEL_CLASS),
-                          frame_len);
+                    count_decision(
+                        state, id,
+                        sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_DEADLINE, SLUICE_LEVEL_CLASS),
+                        frame_len);
                     ctx.dropped[ctx.drops++] = frame.mbuf;
                 } else if (sluice_decide(levels, frame_len, ctx.now).verdict == SLUICE_VERDICT_PASS) {
-                    count_decision(state, id, sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_SHAPED, SLUICE_LEVEL_NONE),
-                          frame_len);
+                    count_decision(state, id,
+                                   sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_SHAPED, SLUICE_LEVEL_NONE),
+                                   frame_len);
                     ctx.forward[ctx.forwarded++] = frame.mbuf;
                 } else {
                     return;  // not yet: the class bucket refills at its rate
                 }
             } else {
-                count_decision(state, id, sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_SHAPED, SLUICE_LEVEL_NONE),
-                      frame_len);
+                count_decision(state, id,
+                               sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_SHAPED, SLUICE_LEVEL_NONE),
+                               frame_len);
                 ctx.forward[ctx.forwarded++] = frame.mbuf;
             }
             q.head = (q.head + 1) & (q.capacity - 1);
@@ -512,8 +517,15 @@ uint16_t Worker::poll_once() {
     const uint64_t now = dp->now_ns();
     // The one read of the active slot for this burst.
     const DpdkDataplane::Slot& slot = dp->slots_[dp->active_.load(std::memory_order_acquire)];
-    WorkerPath::BurstContext ctx{state,   dp->shared_.get(), sluice_stamp(now), dp->worker_count(),
-                                 dp->options_.drop_sample_period - 1, forward, 0, dropped, 0};
+    WorkerPath::BurstContext ctx{state,
+                                 dp->shared_.get(),
+                                 sluice_stamp(now),
+                                 dp->worker_count(),
+                                 dp->options_.drop_sample_period - 1,
+                                 forward,
+                                 0,
+                                 dropped,
+                                 0};
 
     const uint64_t start = rte_rdtsc();
     if (slot.header.version == 0) {
@@ -602,8 +614,8 @@ Status DpdkDataplane::allocate(const DpdkOptions& options) {
     // released only after a grace period (collect_idle_sources).
     const std::string shared_name = table_name("S", this, 0);
     params.name = shared_name.c_str();
-    params.extra_flag = RTE_HASH_EXTRA_FLAGS_MULTI_WRITER_ADD | RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF |
-                        RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
+    params.extra_flag =
+        RTE_HASH_EXTRA_FLAGS_MULTI_WRITER_ADD | RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF | RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
     shared_->sources.reset(rte_hash_create(&params));
     if (!shared_->sources) return Error{rte_error("creating the shared source table")};
     shared_->source_buckets = static_cast<sluice_shared_bucket*>(rte_zmalloc_socket(
@@ -619,7 +631,8 @@ Status DpdkDataplane::allocate(const DpdkOptions& options) {
     for (uint32_t i = 0; i < options.workers; i++) {
         auto* state = static_cast<WorkerState*>(
             rte_zmalloc_socket("sluice_worker", sizeof(WorkerState), RTE_CACHE_LINE_SIZE, socket));
-        if (state == nullptr) return Error{"out of DPDK memory for worker " + std::to_string(i) + ": raise the EAL's -m"};
+        if (state == nullptr)
+            return Error{"out of DPDK memory for worker " + std::to_string(i) + ": raise the EAL's -m"};
         states_.push_back(state);
         state->index = i;
         state->source_capacity = options.source_capacity;
@@ -629,7 +642,8 @@ Status DpdkDataplane::allocate(const DpdkOptions& options) {
         params.name = name.c_str();
         params.extra_flag = RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
         state->sources = rte_hash_create(&params);
-        if (state->sources == nullptr) return Error{rte_error("creating the source table of worker " + std::to_string(i))};
+        if (state->sources == nullptr)
+            return Error{rte_error("creating the source table of worker " + std::to_string(i))};
         state->source_buckets = static_cast<sluice_cpu_bucket*>(rte_zmalloc_socket(
             "sluice_sources", sizeof(sluice_cpu_bucket) * params.entries, RTE_CACHE_LINE_SIZE, socket));
         if (state->source_buckets == nullptr)
@@ -638,7 +652,8 @@ Status DpdkDataplane::allocate(const DpdkOptions& options) {
         const std::string ring = table_name("E", this, i);
         state->events = rte_ring_create_elem(ring.c_str(), sizeof(sluice_drop_event), kEventRingSize, socket,
                                              RING_F_SP_ENQ | RING_F_SC_DEQ);
-        if (state->events == nullptr) return Error{rte_error("creating the drop event ring of worker " + std::to_string(i))};
+        if (state->events == nullptr)
+            return Error{rte_error("creating the drop event ring of worker " + std::to_string(i))};
         if (rte_rcu_qsbr_thread_register(qsbr_, i) != 0)
             return Error{"registering worker " + std::to_string(i) + " for RCU"};
         workers_.push_back(Worker(this, state));
@@ -723,8 +738,7 @@ Status DpdkDataplane::write_slot(Slot& slot, const CompiledPolicy& policy) {
         } else {
             err = rte_lpm6_add(slot.lpm6, p.addr.data(), p.length, p.class_id);
         }
-        if (err != 0)
-            return Error{"adding prefix of class " + std::to_string(p.class_id) + ": " + rte_strerror(-err)};
+        if (err != 0) return Error{"adding prefix of class " + std::to_string(p.class_id) + ": " + rte_strerror(-err)};
     }
 
     slot.header = policy.header;
@@ -773,7 +787,8 @@ Result<size_t> DpdkDataplane::drain_events(const std::function<void(const sluice
     sluice_drop_event events[64];
     for (WorkerState* state : states_) {
         unsigned n;
-        while ((n = rte_ring_sc_dequeue_burst_elem(state->events, events, sizeof(sluice_drop_event), 64, nullptr)) > 0) {
+        while ((n = rte_ring_sc_dequeue_burst_elem(state->events, events, sizeof(sluice_drop_event), 64, nullptr)) >
+               0) {
             for (unsigned i = 0; i < n; i++) on_event(events[i]);
             drained += n;
         }

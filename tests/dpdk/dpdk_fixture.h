@@ -34,14 +34,14 @@ DpdkEnvironment& dpdk_environment();
 
 // Like SLUICE_REQUIRE_BPF: skips without the EAL, fails instead under
 // SLUICE_REQUIRE_PRIVILEGED=1.
-#define SLUICE_REQUIRE_DPDK()                                                                         \
-    do {                                                                                              \
-        if (!::sluice::test::dpdk_environment().ready) {                                              \
-            const std::string sluice_why = ::sluice::test::dpdk_environment().error;                   \
-            if (::sluice::test::privileged_suites_required())                                         \
+#define SLUICE_REQUIRE_DPDK()                                                                           \
+    do {                                                                                                \
+        if (!::sluice::test::dpdk_environment().ready) {                                                \
+            const std::string sluice_why = ::sluice::test::dpdk_environment().error;                    \
+            if (::sluice::test::privileged_suites_required())                                           \
                 FAIL() << "SLUICE_REQUIRE_PRIVILEGED is set but the EAL did not start: " << sluice_why; \
-            GTEST_SKIP() << "skipped: the EAL did not start: " << sluice_why;                         \
-        }                                                                                             \
+            GTEST_SKIP() << "skipped: the EAL did not start: " << sluice_why;                           \
+        }                                                                                               \
     } while (0)
 
 // An mbuf holding `frame`, from the test pool; nullptr if the pool is empty.

@@ -113,8 +113,8 @@ TEST_F(DpdkPcap, ACaptureGoesThroughAndOnlyWhatPassedComesOut) {
     write_pcap(dir_ + "/in.pcap", in);
 
     apply(policy()
-              .add({.id = 1, .per_source = Limit{.rate = 1, .burst = 2, .unit = Unit::packets,
-                                                   .accuracy = Accuracy::split}})
+              .add({.id = 1,
+                    .per_source = Limit{.rate = 1, .burst = 2, .unit = Unit::packets, .accuracy = Accuracy::split}})
               .build());
     ASSERT_NO_FATAL_FAILURE(open_pcap_port(dir_ + "/in.pcap", dir_ + "/out.pcap"));
     dp_->worker(0).set_ports({pcap_port_, 0}, {pcap_port_, 0});

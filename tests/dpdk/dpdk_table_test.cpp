@@ -45,8 +45,7 @@ TEST_P(DpdkIdleSources, OnlyIdleSourcesAreCollectedAndComeBackFull) {
     EXPECT_EQ(stat(SLUICE_STAT_SOURCE_INSERTS), 3u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Accuracy, DpdkIdleSources, ::testing::Values(Accuracy::split, Accuracy::lease),
-                         accuracy_name);
+INSTANTIATE_TEST_SUITE_P(Accuracy, DpdkIdleSources, ::testing::Values(Accuracy::split, Accuracy::lease), accuracy_name);
 
 }  // namespace
 }  // namespace sluice::test
