@@ -72,14 +72,11 @@ uint64_t monotonic_ns() {
 
 std::string rte_error(const std::string& what) { return what + ": " + rte_strerror(rte_errno); }
 
-// Each table gets a name no other in the process has (rte_* objects are
-// registered by name).
-std::string table_name(const char* what, const void* owner, uint64_t n) {
-    char name[RTE_HASH_NAMESIZE];
-    std::snprintf(name, sizeof(name), "sl%s_%lx_%lu", what,
-                  static_cast<unsigned long>(reinterpret_cast<uintptr_t>(owner) & 0xffffff),
-                  static_cast<unsigned long>(n));
-    return name;
+// Each table gets a name no other in the process has: rte_* objects are
+// registered by name, and a process may hold several dataplanes (tests do).
+std::string table_name(const char* what) {
+    static std::atomic<uint64_t> created{0};
+    return std::string("sluice_") + what + "_" + std::to_string(created++);
 }
 
 struct HashDeleter {
@@ -148,8 +145,8 @@ struct DpdkDataplane::Shared {
 
 // ---- the fast path -------------------------------------------------------------
 
-// The parts of a frame's decision that need the tables; a class of the
-// Worker so it can reach the dataplane's private types.
+// The parts of a frame's decision that need the tables; a friend of
+// DpdkDataplane, so it reaches the slot and shared tables.
 class WorkerPath {
   public:
     using Slot = DpdkDataplane::Slot;
@@ -612,7 +609,7 @@ Status DpdkDataplane::allocate(const DpdkOptions& options) {
     // The shared table is written by every worker (adds) and the control
     // thread (idle deletes) and read lock-free; positions of deleted keys are
     // released only after a grace period (collect_idle_sources).
-    const std::string shared_name = table_name("S", this, 0);
+    const std::string shared_name = table_name("shared");
     params.name = shared_name.c_str();
     params.extra_flag =
         RTE_HASH_EXTRA_FLAGS_MULTI_WRITER_ADD | RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF | RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
@@ -638,7 +635,7 @@ Status DpdkDataplane::allocate(const DpdkOptions& options) {
         state->source_capacity = options.source_capacity;
         // Each worker's own table: one writer, no readers elsewhere, so no
         // concurrency flags (the fastest rte_hash there is).
-        const std::string name = table_name("W", this, i);
+        const std::string name = table_name("sources");
         params.name = name.c_str();
         params.extra_flag = RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
         state->sources = rte_hash_create(&params);
@@ -649,7 +646,7 @@ Status DpdkDataplane::allocate(const DpdkOptions& options) {
         if (state->source_buckets == nullptr)
             return Error{"out of DPDK memory for the source buckets of worker " + std::to_string(i) +
                          ": raise the EAL's -m"};
-        const std::string ring = table_name("E", this, i);
+        const std::string ring = table_name("events");
         state->events = rte_ring_create_elem(ring.c_str(), sizeof(sluice_drop_event), kEventRingSize, socket,
                                              RING_F_SP_ENQ | RING_F_SC_DEQ);
         if (state->events == nullptr)
@@ -720,9 +717,8 @@ Status DpdkDataplane::write_slot(Slot& slot, const CompiledPolicy& policy) {
             v6_groups += groups;
         }
     }
-    lpm_generation_++;
-    const std::string name4 = table_name("4", this, lpm_generation_);
-    const std::string name6 = table_name("6", this, lpm_generation_);
+    const std::string name4 = table_name("lpm4");
+    const std::string name6 = table_name("lpm6");
     const rte_lpm_config config4{v4_rules, v4_groups, 0};
     rte_lpm6_config config6{v6_rules, v6_groups, 0};
     slot.lpm4 = rte_lpm_create(name4.c_str(), options_.socket_id, &config4);

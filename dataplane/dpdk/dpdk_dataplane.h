@@ -140,7 +140,6 @@ class DpdkDataplane final : public EnforcementPoint {
     uint64_t tsc_hz_ = 0, tsc_base_ = 0, ns_base_ = 0;
     std::atomic<uint64_t> test_now_ns_{0};
     std::mutex apply_mutex_;
-    uint64_t lpm_generation_ = 0;  // rte_lpm names must be unique in the process
 };
 
 }  // namespace sluice
