@@ -10,6 +10,7 @@
 #include <list>
 #include <thread>
 
+#include "common/verdict_scenarios.h"
 #include "xdp_fixture.h"
 
 namespace sluice::test {
@@ -63,49 +64,18 @@ class XdpCpus : public XdpTest {
 // ---- how a bucket is divided ----------------------------------------------------------
 
 TEST_F(XdpCpus, SplitModeGivesEachCpuItsShare) {
-    // burst 3 per CPU: 3N in all.
-    apply(policy()
-              .add({.id = 1, .per_source = Limit{.rate = cpus_, .burst = 3ull * cpus_, .accuracy = Accuracy::split}})
-              .build());
-    const Bytes frame = udp_from("192.0.2.1");
-    for (uint32_t cpu = 0; cpu < cpus_; cpu++) {
-        ASSERT_NO_FATAL_FAILURE(pin_to_cpu(cpu));
-        EXPECT_EQ(verdicts(frame, 4), "PPPD") << "CPU " << cpu;
-    }
-    EXPECT_EQ(counts().packets(1, kPass, SLUICE_REASON_ADMITTED), 3ull * cpus_);
+    scenarios::split_mode_gives_each_cpu_its_share(*this);
     // One source entry, one bucket per CPU inside it.
     EXPECT_EQ(source_counts(), std::make_pair(size_t{1}, size_t{0}));
 }
 
 TEST_F(XdpCpus, LeaseModeSharesOneBucketAcrossCpus) {
-    // burst 16 with leases of 4: CPU 0 takes one packet and keeps 3 leased,
-    // CPU 1 can spend the other 12, and CPU 0 its 3: 16 in all.
-    apply(policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 16, .lease = 4}}).build());
-    const Bytes frame = udp_from("192.0.2.2");
-    EXPECT_EQ(verdicts(frame, 1), "P");
-    ASSERT_NO_FATAL_FAILURE(pin_to_cpu(1));
-    EXPECT_EQ(verdicts(frame, 13), "PPPPPPPPPPPPD");
-    ASSERT_NO_FATAL_FAILURE(pin_to_cpu(0));
-    EXPECT_EQ(verdicts(frame, 4), "PPPD");
-    const Counts c = counts();
-    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 16u);
-    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 2u);
+    scenarios::lease_mode_shares_one_bucket_across_cpus(*this);
     EXPECT_EQ(source_counts(), std::make_pair(size_t{1}, size_t{1}));
 }
 
 TEST_F(XdpCpus, ExpiredLeaseGoesBackToTheSharedBucket) {
-    // CPU 0 leases 4 and spends 1; after the lease lifetime its 3 go back
-    // when it next takes tokens, so nothing is lost and nothing minted.
-    apply(policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 8, .lease = 4}}).build());
-    const Bytes frame = udp_from("192.0.2.3");
-    EXPECT_EQ(verdicts(frame, 1), "P");
-    ASSERT_NO_FATAL_FAILURE(pin_to_cpu(1));
-    EXPECT_EQ(verdicts(frame, 5), "PPPPD");  // 8 - 4 leased to CPU 0
-    // 20 ms later (two lifetimes, 0.02 packets refilled) CPU 0 returns its 3.
-    set_clock(t0_ + 20 * kMs);
-    ASSERT_NO_FATAL_FAILURE(pin_to_cpu(0));
-    EXPECT_EQ(verdicts(frame, 4), "PPPD");
-    EXPECT_EQ(counts().packets(1, kPass, SLUICE_REASON_ADMITTED), 8u);
+    scenarios::expired_lease_goes_back_to_the_shared_bucket(*this);
 }
 
 // ---- policy flips under load ------------------------------------------------------------

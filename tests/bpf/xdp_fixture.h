@@ -215,6 +215,9 @@ class XdpTest : public ::testing::Test {
     // Split mode divides a level among the CPUs: multiplying by this gives
     // this CPU a share equal to what lease mode gives the whole bucket.
     uint64_t per_cpu(Accuracy accuracy) const { return accuracy == Accuracy::split ? cpus_ : 1; }
+    uint32_t cpus() const { return cpus_; }
+    // The thread runs BPF_PROG_TEST_RUN on the CPU it is pinned to.
+    void use_cpu(uint32_t cpu) { pin_to_cpu(cpu); }
 
     // The XDP action of one run of `frame` (repeat times).
     uint32_t run(const Bytes& frame, uint32_t repeat = 1) {

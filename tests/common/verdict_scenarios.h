@@ -38,11 +38,15 @@
 //       (a level is divided among them), 1 in lease mode.
 //   std::pair<size_t, size_t> source_counts();
 //       Entries in the source tables: (per-CPU or per-worker, shared).
+//   uint32_t cpus() const;  void use_cpu(uint32_t index);
+//       How many CPUs/workers decide, and which one runs verdicts() from now
+//       on (the first until told otherwise).
 //
 // Preconditions: every scenario expects a target where no policy has been
 // applied during this test, whose source tables are empty and hold at least
 // 16 sources, unless its comment states otherwise (the table-full scenario
-// needs a plain table of exactly kTableFullCapacity sources).
+// needs a plain table of exactly kTableFullCapacity sources; the scenarios
+// across CPUs need at least two).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -613,6 +617,54 @@ void fifth_source_gets_the_table_full_verdict(Target& t, uint8_t table_full, Acc
     EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), kTableFullCapacity);
     EXPECT_EQ(t.stat(SLUICE_STAT_SHARED_SOURCE_INSERTS), shared_entries(a, kTableFullCapacity));
     EXPECT_EQ(t.source_counts(), std::make_pair(size_t{kTableFullCapacity}, shared_entries(a, kTableFullCapacity)));
+}
+
+// ---- one bucket, several CPUs (precondition: cpus() >= 2) ------------------------------
+
+template <class Target>
+void split_mode_gives_each_cpu_its_share(Target& t) {
+    // burst 3 per CPU: 3N in all.
+    const uint64_t n = t.cpus();
+    t.apply(
+        t.policy().add({.id = 1, .per_source = Limit{.rate = n, .burst = 3 * n, .accuracy = Accuracy::split}}).build());
+    const Bytes frame = udp_from("192.0.2.1");
+    for (uint32_t cpu = 0; cpu < n; cpu++) {
+        ASSERT_NO_FATAL_FAILURE(t.use_cpu(cpu));
+        EXPECT_EQ(t.verdicts(frame, 4), "PPPD") << "CPU " << cpu;
+    }
+    EXPECT_EQ(t.counts().packets(1, kPass, SLUICE_REASON_ADMITTED), 3 * n);
+}
+
+template <class Target>
+void lease_mode_shares_one_bucket_across_cpus(Target& t) {
+    // burst 16 with leases of 4: CPU 0 takes one packet and keeps 3 leased,
+    // CPU 1 can spend the other 12, and CPU 0 its 3: 16 in all.
+    t.apply(t.policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 16, .lease = 4}}).build());
+    const Bytes frame = udp_from("192.0.2.2");
+    EXPECT_EQ(t.verdicts(frame, 1), "P");
+    ASSERT_NO_FATAL_FAILURE(t.use_cpu(1));
+    EXPECT_EQ(t.verdicts(frame, 13), "PPPPPPPPPPPPD");
+    ASSERT_NO_FATAL_FAILURE(t.use_cpu(0));
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 16u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 2u);
+}
+
+template <class Target>
+void expired_lease_goes_back_to_the_shared_bucket(Target& t) {
+    // CPU 0 leases 4 and spends 1; after the lease lifetime its 3 go back
+    // when it next takes tokens, so nothing is lost and nothing minted.
+    t.apply(t.policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 8, .lease = 4}}).build());
+    const Bytes frame = udp_from("192.0.2.3");
+    EXPECT_EQ(t.verdicts(frame, 1), "P");
+    ASSERT_NO_FATAL_FAILURE(t.use_cpu(1));
+    EXPECT_EQ(t.verdicts(frame, 5), "PPPPD");  // 8 - 4 leased to CPU 0
+    // 20 ms later (two lifetimes, 0.02 packets refilled) CPU 0 returns its 3.
+    t.set_clock(t.t0() + 20 * kMs);
+    ASSERT_NO_FATAL_FAILURE(t.use_cpu(0));
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
+    EXPECT_EQ(t.counts().packets(1, kPass, SLUICE_REASON_ADMITTED), 8u);
 }
 
 }  // namespace sluice::test::scenarios

@@ -97,5 +97,27 @@ INSTANTIATE_TEST_SUITE_P(Verdicts, DpdkFullTable,
                                             ::testing::Values(Accuracy::split, Accuracy::lease)),
                          scenarios::table_full_case_name);
 
+// Two workers, each on its own queue of the port: split shares and leases
+// from the shared bucket, as the XDP program's CPUs.
+class DpdkWorkers : public DpdkTest {
+  protected:
+    DpdkOptions options() const override {
+        DpdkOptions o = DpdkTest::options();
+        o.workers = 2;
+        return o;
+    }
+};
+TEST_F(DpdkWorkers, SplitModeGivesEachWorkerItsShare) {
+    scenarios::split_mode_gives_each_cpu_its_share(*this);
+    EXPECT_EQ(source_counts(), std::make_pair(size_t{2}, size_t{0}));  // an entry in each worker's table
+}
+TEST_F(DpdkWorkers, LeaseModeSharesOneBucketAcrossWorkers) {
+    scenarios::lease_mode_shares_one_bucket_across_cpus(*this);
+    EXPECT_EQ(source_counts(), std::make_pair(size_t{2}, size_t{1}));
+}
+TEST_F(DpdkWorkers, ExpiredLeaseGoesBackToTheSharedBucket) {
+    scenarios::expired_lease_goes_back_to_the_shared_bucket(*this);
+}
+
 }  // namespace
 }  // namespace sluice::test

@@ -81,9 +81,10 @@ class DpdkTest : public ::testing::Test {
   public:
     void SetUp() override {
         SLUICE_REQUIRE_DPDK();
-        port_ = RingPort::open();
+        const DpdkOptions opts = options();
+        port_ = RingPort::open(static_cast<uint16_t>(opts.workers));
         ASSERT_TRUE(port_) << "cannot open a ring port";
-        auto dp = DpdkDataplane::create(options());
+        auto dp = DpdkDataplane::create(opts);
         ASSERT_TRUE(dp.ok()) << describe(dp);
         dp_ = std::move(dp.value());
         for (uint32_t i = 0; i < dp_->worker_count(); i++)
@@ -102,14 +103,20 @@ class DpdkTest : public ::testing::Test {
     void set_clock(uint64_t now_ns) { dp_->set_test_clock(now_ns); }
     uint64_t t0() const { return t0_; }
     uint64_t per_cpu(Accuracy accuracy) const { return accuracy == Accuracy::split ? dp_->worker_count() : 1; }
-    // n frames, each received and decided in its own burst: P if it left
-    // through TX, D if not.
+    uint32_t cpus() const { return dp_->worker_count(); }
+    void use_cpu(uint32_t worker) {
+        ASSERT_LT(worker, dp_->worker_count());
+        worker_ = worker;
+    }
+    // n frames, each received and decided in its own burst by the current
+    // worker (on its own RX and TX queue): P if it left through TX, D if not.
     std::string verdicts(const Bytes& frame, int n) {
         std::string out;
+        const auto queue = static_cast<uint16_t>(worker_);
         for (int i = 0; i < n; i++) {
-            EXPECT_EQ(port_->inject(frame), 1u);
-            dp_->worker(0).poll_once();
-            const unsigned sent = port_->drain_sent();
+            EXPECT_EQ(port_->inject(frame, 1, queue), 1u);
+            dp_->worker(worker_).poll_once();
+            const unsigned sent = port_->drain_sent(queue);
             out += sent == 1 ? 'P' : sent == 0 ? 'D' : '?';
         }
         return out;
@@ -140,6 +147,7 @@ class DpdkTest : public ::testing::Test {
     }
 
     uint64_t t0_ = kT0;
+    uint32_t worker_ = 0;  // the one verdicts() runs on
     std::unique_ptr<RingPort> port_;
     std::unique_ptr<DpdkDataplane> dp_;
 };
