@@ -516,6 +516,8 @@ void Daemon::publish_metrics() {
     metrics_->publish(build_metric_families(snapshot));
 }
 
+int Daemon::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
+
 Status Daemon::run(DaemonSignals& signals) {
     while (!signals.stop.load()) {
         if (auto status = server_.run_once(kPollTimeoutMs); !status) return status;

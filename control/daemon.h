@@ -69,6 +69,10 @@ class Daemon {
     // Serves until signals.stop; SIGHUP-style reloads on signals.reload.
     Status run(DaemonSignals& signals);
 
+    // The port /metrics listens on (useful when metrics_address asked for
+    // port 0); 0 when metrics are off.
+    int metrics_port() const;
+
   private:
     using Clock = std::chrono::steady_clock;
 

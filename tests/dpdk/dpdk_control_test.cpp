@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "cli_run.h"
+#include "common/http_get.h"
 #include "daemon.h"
 #include "dpdk_fixture.h"
 
@@ -78,7 +79,7 @@ class DpdkControl : public ::testing::Test {
         DaemonConfig config;
         config.socket = dir_ + "/sluice-dpdk.sock";
         config.state_dir = dir_ + "/state";
-        config.metrics_address = "";
+        config.metrics_address = "127.0.0.1:0";
         config.log_level = LogLevel::warn;
         std::vector<FixedPort> ports;
         ports.push_back(FixedPort{"ring0", std::move(dp.value())});
@@ -211,6 +212,20 @@ TEST_F(DpdkControl, APushThroughTheSocketTakesEffectWhileTrafficFlows) {
     EXPECT_EQ(passed + denied, injected_blocked_ + injected_other_);
     EXPECT_LE(injected_other_ - sent_by_source_[kOther], tx_full) << "the unblocked source lost frames";
     EXPECT_GT(denied, 0u);
+
+    // /metrics (the control library's, as sluiced serves it) says the same,
+    // once its once-a-second snapshot has caught up.
+    const std::string series =
+        "sluice_packets_total{class=\"blocked\",interface=\"ring0\",reason=\"deny\",verdict=\"drop\"} " +
+        std::to_string(denied) + "\n";
+    HttpResponse scrape;
+    for (int i = 0; i < 40; i++) {
+        scrape = http_get_loopback(daemon_->metrics_port(), "/metrics");
+        if (scrape.body.find(series) != std::string::npos) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(scrape.status, 200) << scrape.error;
+    EXPECT_NE(scrape.body.find(series), std::string::npos) << "no line " << series;
 
     // Hot sources come from the workers' sampled drops.
     json sources;

@@ -1,11 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "e2e_fixture.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -305,56 +301,7 @@ SluiceE2E::HttpResponse SluiceE2E::http_get(int port, const std::string& target,
             response.error = "cannot enter network namespace " + ns + ": " + std::strerror(errno);
             return;
         }
-        const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            response.error = std::string("socket: ") + std::strerror(errno);
-            return;
-        }
-        // Bounds connect, each send and each recv; the deadline bounds the whole.
-        timeval tv{};
-        tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
-        tv.tv_usec = static_cast<suseconds_t>(timeout.count() % 1000 * 1000);
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_port = htons(static_cast<uint16_t>(port));
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        const auto deadline = std::chrono::steady_clock::now() + timeout;
-        std::string raw;
-        if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
-            response.error = "connect to 127.0.0.1:" + std::to_string(port) + ": " + std::strerror(errno);
-        } else {
-            // HTTP/1.0 without keep-alive: the server closes after the body,
-            // so reading to EOF is the whole response, never chunked.
-            const std::string request =
-                "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n\r\n";
-            size_t sent = 0;
-            while (sent < request.size()) {
-                const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-                if (n <= 0) break;
-                sent += static_cast<size_t>(n);
-            }
-            char buffer[16384];
-            while (sent == request.size() && std::chrono::steady_clock::now() < deadline) {
-                const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-                if (n <= 0) {
-                    if (n < 0 && errno == EINTR) continue;
-                    if (n < 0) response.error = std::string("recv: ") + std::strerror(errno);
-                    break;
-                }
-                raw.append(buffer, static_cast<size_t>(n));
-            }
-            if (sent != request.size()) response.error = std::string("send: ") + std::strerror(errno);
-        }
-        close(fd);
-        const size_t head_end = raw.find("\r\n\r\n");
-        if (raw.rfind("HTTP/1.", 0) == 0 && raw.size() > 12 && head_end != std::string::npos) {
-            response.status = std::atoi(raw.c_str() + 9);
-            response.body = raw.substr(head_end + 4);
-        } else if (response.error.empty()) {
-            response.error = "not an HTTP response (" + std::to_string(raw.size()) + " bytes): " + raw.substr(0, 200);
-        }
+        response = http_get_loopback(port, target, timeout);
     });
     worker.join();
     return response;

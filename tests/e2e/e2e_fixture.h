@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/http_get.h"
 #include "common/netns.h"
 #include "process.h"
 
@@ -157,11 +158,7 @@ class SluiceE2E : public ::testing::Test {
     // Sends `sig`, waits up to `timeout` (then SIGKILL); the exit code as wait_exit.
     int stop_child(pid_t pid, int sig, std::chrono::milliseconds timeout);
 
-    struct HttpResponse {
-        int status = -1;  // -1: no response; `error` says why
-        std::string body;
-        std::string error;
-    };
+    using HttpResponse = ::sluice::test::HttpResponse;
     // HTTP/1.0 GET http://127.0.0.1:<port><target> from inside the namespace
     // (the daemon's metrics and the test's Prometheus listen on its loopback).
     HttpResponse http_get(int port, const std::string& target,
