@@ -23,6 +23,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "clock.h"
 #include "labels.h"
 #include "logger.h"
 
@@ -36,12 +37,6 @@ constexpr auto kSampleInterval = std::chrono::seconds(1);
 constexpr auto kCollectInterval = std::chrono::seconds(10);
 constexpr std::string_view kBpffsRoot = "/sys/fs/bpf";
 constexpr std::string_view kUnclassified = "unclassified";
-
-uint64_t monotonic_ns() {
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(now.tv_nsec);
-}
 
 double monotonic_s() { return static_cast<double>(monotonic_ns()) / 1e9; }
 

@@ -13,6 +13,7 @@
 #include <ctime>
 #include <string_view>
 
+#include "clock.h"
 #include "sluice.skel.h"
 #include "sluice/bucket.h"
 
@@ -20,12 +21,6 @@ namespace sluice {
 namespace {
 
 constexpr std::string_view kLinkPinPrefix = "xdp_link_";
-
-uint64_t monotonic_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // libbpf returns -errno; raw bpf() wrappers return -1 and set errno.
 int error_code(int ret) { return ret < 0 && ret != -1 ? -ret : errno; }

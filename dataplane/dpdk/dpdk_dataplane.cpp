@@ -16,11 +16,13 @@
 #include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "clock.h"
+#include "eal.h"
 
 namespace sluice {
 namespace {
@@ -64,13 +66,7 @@ uint64_t cycles_to_ns(uint64_t cycles, uint64_t hz) {
     return static_cast<uint64_t>(static_cast<uint128>(cycles) * 1'000'000'000u / hz);
 }
 
-uint64_t monotonic_ns() {
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(now.tv_nsec);
-}
-
-std::string rte_error(const std::string& what) { return what + ": " + rte_strerror(rte_errno); }
+std::string rte_error(const std::string& what) { return what + ": " + dpdk_error(rte_errno); }
 
 // Each table gets a name no other in the process has: rte_* objects are
 // registered by name, and a process may hold several dataplanes (tests do).

@@ -30,6 +30,7 @@
 #include "common/packet_builder.h"
 #include "common/policy_builder.h"
 #include "common/privilege.h"
+#include "clock.h"
 #include "compiled_policy.h"
 #include "rate_limits.h"
 #include "sluice/abi.h"
@@ -43,12 +44,6 @@ inline constexpr uint32_t kTestCapacity = 4096;
 
 inline uint32_t possible_cpus() { return static_cast<uint32_t>(libbpf_num_possible_cpus()); }
 
-// CLOCK_MONOTONIC, the clock bpf_ktime_get_ns reads.
-inline uint64_t monotonic_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * kSec + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 inline bool pin_thread_to_cpu(uint32_t cpu) {
     cpu_set_t one;

@@ -4,17 +4,17 @@
 // exactly the frames that passed, in order, unchanged.
 #include <gtest/gtest.h>
 #include <rte_bus_vdev.h>
-#include <rte_dev.h>
-#include <rte_ethdev.h>
 #include <stdlib.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "dpdk_fixture.h"
+#include "eal.h"
 
 namespace sluice::test {
 namespace {
@@ -78,26 +78,23 @@ class DpdkPcap : public DpdkTest {
         const std::string args = "rx_pcap=" + in + ",tx_pcap=" + out;
         ASSERT_EQ(rte_vdev_init(kName, args.c_str()), 0) << "probing " << kName << " " << args;
         probed_ = true;
-        ASSERT_EQ(rte_eth_dev_get_port_by_name(kName, &pcap_port_), 0);
-        rte_eth_conf conf{};
-        ASSERT_EQ(rte_eth_dev_configure(pcap_port_, 1, 1, &conf), 0);
-        ASSERT_EQ(rte_eth_rx_queue_setup(pcap_port_, 0, 512, rte_socket_id(), nullptr, dpdk_environment().pool), 0);
-        ASSERT_EQ(rte_eth_tx_queue_setup(pcap_port_, 0, 512, rte_socket_id(), nullptr), 0);
-        ASSERT_EQ(rte_eth_dev_start(pcap_port_), 0);
+        auto port = port_by_name(kName);
+        ASSERT_TRUE(port.ok()) << describe(port);
+        auto started = configure_port(port.value(), 1, 1, dpdk_environment().pool);
+        ASSERT_TRUE(started.ok()) << describe(started);
+        pcap_port_ = std::move(started.value());
     }
 
     // Stopping and removing the device closes (and so flushes) its capture file.
     void close_pcap_port() {
-        if (!probed_) return;
-        (void)rte_eth_dev_stop(pcap_port_);
-        (void)rte_eth_dev_close(pcap_port_);
-        (void)rte_vdev_uninit(kName);
+        pcap_port_.reset();
+        if (probed_) (void)rte_vdev_uninit(kName);
         probed_ = false;
     }
 
     static constexpr const char* kName = "net_pcap_roundtrip";
     std::string dir_;
-    uint16_t pcap_port_ = 0;
+    std::unique_ptr<StartedPort> pcap_port_;
     bool probed_ = false;
 };
 
@@ -117,7 +114,7 @@ TEST_F(DpdkPcap, ACaptureGoesThroughAndOnlyWhatPassedComesOut) {
                     .per_source = Limit{.rate = 1, .burst = 2, .unit = Unit::packets, .accuracy = Accuracy::split}})
               .build());
     ASSERT_NO_FATAL_FAILURE(open_pcap_port(dir_ + "/in.pcap", dir_ + "/out.pcap"));
-    dp_->worker(0).set_ports({pcap_port_, 0}, {pcap_port_, 0});
+    dp_->worker(0).set_ports({pcap_port_->id(), 0}, {pcap_port_->id(), 0});
     unsigned received = 0;
     for (int idle = 0; idle < 3;) {
         const uint16_t n = dp_->worker(0).poll_once();
