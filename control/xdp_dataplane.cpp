@@ -10,7 +10,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <string_view>
 
 #include "clock.h"
