@@ -222,11 +222,21 @@ Result<std::unique_ptr<BaselineProgram>> BaselineProgram::load(uint32_t source_m
 BaselineProgram::~BaselineProgram() { baseline_bpf::destroy(skel_); }
 int BaselineProgram::fd() const { return bpf_program__fd(skel_->progs.baseline_xdp); }
 
-Result<std::unique_ptr<SpreadSluiceProgram>> SpreadSluiceProgram::load(const XdpDataplane& dp, uint32_t source_mask) {
+Result<std::unique_ptr<SpreadSluiceProgram>> SpreadSluiceProgram::load(const XdpDataplane& dp, uint32_t source_mask,
+                                                                       std::optional<uint64_t> test_clock_ns) {
     std::unique_ptr<SpreadSluiceProgram> program(new SpreadSluiceProgram());
     program->skel_ = sluice_bpf::open();
     if (!program->skel_) return Error{std::string("opening ebpf/sluice.bpf.c: ") + std::strerror(errno)};
     program->skel_->rodata->bench_source_mask = source_mask;
+    // The source table's shape and key are the dataplane's: this instance
+    // must find every source where the dataplane's program puts it.
+    program->skel_->rodata->sluice_set_mask = dp.source_sets() - 1;
+    for (int i = 0; i < SLUICE_HASH_KEY_WORDS; i++)
+        program->skel_->rodata->sluice_hash_key.word[i] = dp.hash_key().word[i];
+    if (test_clock_ns) {
+        program->skel_->rodata->sluice_use_test_clock = 1;
+        program->skel_->bss->sluice_test_now_ns = *test_clock_ns;
+    }
     // Every map the program uses, but its own .rodata/.bss, is the
     // dataplane's: same policy, same buckets, same counters. Maps only the
     // control plane touches (sluice_meta) are not in the program's list and
@@ -259,7 +269,7 @@ Result<CompiledPolicy> single_class_policy(uint64_t rate, uint64_t burst, Accura
     cls.class_id = 1;
     cls.prefix_v4 = 32;
     cls.prefix_v6 = 64;
-    auto per_source = compile_level(settings, "per_source");
+    auto per_source = compile_source_limit({rate, burst, Unit::packets}, kDefaultMaxFrameBytes, "per_source");
     if (!per_source) return per_source.error();
     cls.per_source = per_source.value();
     settings.limit = {100'000'000'000, 4'000'000'000, Unit::packets};

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,11 +98,14 @@ class BaselineProgram {
 };
 
 // A second instance of the sluice program over the maps of a loaded
-// XdpDataplane (so it decides under that dataplane's policy and state), with
-// the benchmark-only source spreading switched on by a non-zero source_mask.
+// XdpDataplane (so it decides under that dataplane's policy and state, with
+// its source table's key), with the benchmark-only source spreading switched
+// on by a non-zero source_mask; on a clock that stands at test_clock_ns if
+// one is given.
 class SpreadSluiceProgram {
   public:
-    static Result<std::unique_ptr<SpreadSluiceProgram>> load(const XdpDataplane& dp, uint32_t source_mask);
+    static Result<std::unique_ptr<SpreadSluiceProgram>> load(const XdpDataplane& dp, uint32_t source_mask,
+                                                             std::optional<uint64_t> test_clock_ns = std::nullopt);
     ~SpreadSluiceProgram();
     int fd() const;
 
@@ -111,8 +115,8 @@ class SpreadSluiceProgram {
 };
 
 // A policy of one class (the default) whose only real limit is per source:
-// rate and burst in packets, in the given accuracy mode; the class aggregate
-// and the global ceiling are enabled but never refuse (10^11/s), so every
+// rate and burst in packets; the class aggregate and the global ceiling, in
+// the given accuracy mode, are enabled but never refuse (10^11/s), so every
 // packet goes through all three levels as in production.
 Result<CompiledPolicy> single_class_policy(uint64_t rate, uint64_t burst, Accuracy accuracy, uint32_t cpus);
 

@@ -274,15 +274,15 @@ Status run_dpdk(const Options& options, Json& report) {
             if (!totals) return totals.error();
             const auto& before = verdicts_before[i - 1];
             const uint64_t p = totals.value().first - before.first, d = totals.value().second - before.second;
-            auto counts = c.dataplane->source_counts();
-            if (!counts) return counts.error();
+            auto usage = c.dataplane->source_table();
+            if (!usage) return usage.error();
             row["passed"] = p;
             row["dropped"] = d;
-            row["source_entries"] = counts.value().first;
-            row["source_capacity"] = c.sources == 1 ? 1024 : capacity;
+            row["source_entries_known"] = usage.value().known;
+            row["source_capacity"] = usage.value().capacity;
             passed = std::to_string(p);
             dropped = std::to_string(d);
-            table_size = count_label(counts.value().first) + "/" + count_label(c.sources == 1 ? 1024 : capacity);
+            table_size = count_label(usage.value().known) + "/" + count_label(usage.value().capacity);
         }
         table.rows.push_back({c.name, count_label(c.sources), table_size, fixed(c.best.mpps(), 2),
                               fixed(c.best.mpps_per_cpu_s(), 2), fixed(c.best.ns_per_frame(), 1), fixed(ratio, 2),

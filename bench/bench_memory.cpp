@@ -1,121 +1,202 @@
 // SPDX-License-Identifier: Apache-2.0
-// sluice-bench memory: bytes per tracked source at 1M sources, from the
-// source tables' real sizes. A dataplane with both source tables sized for
-// the sources runs a lease-mode policy (so a source has state in both the
-// per-CPU and the shared table); the spreading instance of the program then
-// sends 8 packets per source, and the figures are read back from the
-// kernel: bpf_map_info (key and value size, entries) and the memlock the
-// kernel charges for the map (/proc/self/fdinfo), which includes its
-// per-element overhead. Preallocated tables charge all entries at creation,
-// so the memlock per entry is the cost of a tracked source.
+// sluice-bench memory: bytes of the source table per source it holds, at the
+// fullest the table gets while fewer than 0.1% of new sources find both of
+// their sets full. The table is one BPF array of 64-byte sets, 8 bytes an
+// entry, whatever the number of CPUs; what is measured is how full it can
+// get before its sets overflow.
+//
+// A dataplane on a test clock that stands still, so every source stays in
+// debt: one class, 1 packet per second per source with a burst of 1, and
+// on_table_full = closed, so a source that finds both of its sets in debt
+// is refused and counted (nothing is evicted). IPv4 sources come from the
+// spreading instance of the program (a random order, ebpf/bench_sources.h);
+// IPv6 sources (one per /64) from frames built here, on a smaller table. The
+// table is filled in steps of 1/64 of its entries; after each step the
+// program's own stats say how many new sources got an entry and how many
+// found their sets full, and a scan of the table how many it holds.
 #include <bpf/bpf.h>
 
+#include <cstring>
+
 #include "bench_subcommands.h"
+#include "common/packet_builder.h"
 
 namespace sluice::bench {
 namespace {
 
-const char* map_type_name(uint32_t type) {
-    switch (type) {
-        case BPF_MAP_TYPE_HASH:
-            return "HASH";
-        case BPF_MAP_TYPE_PERCPU_HASH:
-            return "PERCPU_HASH";
-        case BPF_MAP_TYPE_LRU_HASH:
-            return "LRU_HASH";
-        case BPF_MAP_TYPE_LRU_PERCPU_HASH:
-            return "LRU_PERCPU_HASH";
-        default:
-            return "other";
-    }
+constexpr double kFullSetLimit = 0.001;
+// Where the test clock stands.
+constexpr uint64_t kNow = 1'000'000'000'000;
+
+struct Step {
+    uint64_t offered = 0;      // packets sent so far
+    uint64_t new_sources = 0;  // sources that had no entry: inserted + refused for a full set
+    uint64_t full_sets = 0;
+    uint64_t held = 0;  // entries in debt
+};
+
+struct Fill {
+    std::string family;
+    uint64_t capacity = 0, table_bytes = 0, memlock = 0;
+    std::vector<Step> steps;
+    Step best;  // the last step under kFullSetLimit
+};
+
+double full_fraction(const Step& s) {
+    return s.new_sources ? static_cast<double>(s.full_sets) / static_cast<double>(s.new_sources) : 0.0;
 }
 
-bool per_cpu(uint32_t type) { return type == BPF_MAP_TYPE_PERCPU_HASH || type == BPF_MAP_TYPE_LRU_PERCPU_HASH; }
+Result<CompiledPolicy> memory_policy(uint32_t cpus) {
+    auto policy = single_class_policy(1, 1, Accuracy::lease, cpus);
+    if (!policy) return policy.error();
+    policy.value().classes[0].on_table_full = SLUICE_TABLE_FULL_CLOSED;
+    return policy;
+}
+
+// Fills a table of `capacity` entries; send(n) offers n more packets, each
+// from a source not seen before (or, rarely, one seen before: it is refused
+// as in debt and counts for nothing).
+template <class Send>
+Result<Fill> fill(const std::string& family, XdpDataplane& dp, uint64_t capacity, Send&& send) {
+    Fill out;
+    out.family = family;
+    out.capacity = capacity;
+    out.table_bytes = static_cast<uint64_t>(dp.source_sets()) * sizeof(sluice_source_set);
+    auto fd = program_map_fd(dp.program_fd(), "sluice_sources");
+    if (!fd) return fd.error();
+    auto memlock = map_memlock(fd.value().get());
+    if (!memlock) return memlock.error();
+    out.memlock = memlock.value();
+
+    const uint64_t step = std::max<uint64_t>(capacity / 64, 1);
+    Step at;
+    for (uint64_t i = 1; i <= 64; i++) {
+        if (auto status = check_interrupted(); !status) return status.error();
+        if (auto sent = send(step); !sent) return sent.error();
+        at.offered += step;
+        auto stats = dp.stats();
+        if (!stats) return stats.error();
+        auto usage = dp.source_table();
+        if (!usage) return usage.error();
+        at.full_sets = stats.value()[SLUICE_STAT_SOURCE_TABLE_FULL];
+        at.new_sources = stats.value()[SLUICE_STAT_SOURCE_INSERTS] + at.full_sets;
+        at.held = usage.value().in_debt;
+        out.steps.push_back(at);
+        if (full_fraction(at) < kFullSetLimit) out.best = at;
+        if (full_fraction(at) > 10 * kFullSetLimit) break;  // well past the point
+    }
+    return out;
+}
+
+Json fill_json(const Fill& f) {
+    Json steps = Json::array();
+    for (const Step& s : f.steps)
+        steps.push_back({{"offered", s.offered},
+                         {"new_sources", s.new_sources},
+                         {"full_set_decisions", s.full_sets},
+                         {"full_set_fraction", full_fraction(s)},
+                         {"held", s.held},
+                         {"bytes_per_held_source", s.held ? static_cast<double>(f.table_bytes) / s.held : NAN}});
+    return {{"family", f.family},
+            {"capacity_entries", f.capacity},
+            {"table_bytes", f.table_bytes},
+            {"memlock_bytes", f.memlock},
+            {"held_at_limit", f.best.held},
+            {"load_at_limit", static_cast<double>(f.best.held) / static_cast<double>(f.capacity)},
+            {"full_set_fraction_at_limit", full_fraction(f.best)},
+            {"bytes_per_source", f.best.held ? static_cast<double>(f.table_bytes) / f.best.held : NAN},
+            {"steps", steps}};
+}
 
 }  // namespace
 
 Status run_memory(const Options& options, Json& report) {
-    auto sources_opt = options.number("sources", options.smoke ? 1u << 14 : 1u << 20);
-    if (!sources_opt) return sources_opt.error();
-    const uint64_t sources = sources_opt.value();
-    if (sources < 2 || sources > (1u << 24) || (sources & (sources - 1)) != 0)
-        return Error{"--sources must be a power of two in 2..16777216", "sources"};
+    auto capacity_opt = options.number("capacity", options.smoke ? 1u << 14 : 1u << 20);
+    auto capacity6_opt = options.number("capacity6", options.smoke ? 1u << 12 : 1u << 16);
+    if (!capacity_opt) return capacity_opt.error();
+    if (!capacity6_opt) return capacity6_opt.error();
+    const uint64_t capacity = capacity_opt.value(), capacity6 = capacity6_opt.value();
+    for (uint64_t c : {capacity, capacity6})
+        if (c < 1024 || c > (1u << 24) || (c & (c - 1)) != 0)
+            return Error{"--capacity and --capacity6 must be powers of two in 1024..16777216", "capacity"};
     pin_to_current_cpu();
 
-    XdpOptions xdp_options;
-    xdp_options.source_capacity = static_cast<uint32_t>(sources);
-    auto dp = XdpDataplane::open(xdp_options);
-    if (!dp) return Error{"loading ebpf/sluice.bpf.c (root needed): " + dp.error().message};
-    const uint32_t cpus = dp.value()->possible_cpus();
-    auto policy = single_class_policy(1000, 1000, Accuracy::lease, cpus);
-    if (!policy) return policy.error();
-    if (auto status = dp.value()->apply(policy.value()); !status) return status.error();
-    auto spread = SpreadSluiceProgram::load(*dp.value(), static_cast<uint32_t>(sources - 1));
-    if (!spread) return spread.error();
-    // Sources come in a random order: 8 packets per source leave all but
-    // 0.03% of them with state.
-    auto ns = test_run_cpu_ns(spread.value()->fd(), udp_frame(false), static_cast<uint32_t>(sources * 8));
-    if (!ns) return ns.error();
-    auto counts = dp.value()->source_counts();
-    if (!counts) return counts.error();
-
-    Table table{"memory: source state at " + count_label(sources) + " sources (" + std::to_string(cpus) +
-                    " possible CPUs), from bpf_map_info and the kernel's memlock charge",
-                {"table", "type", "key B", "value B", "entries", "max entries", "memlock B", "data B/source",
-                 "kernel B/source", "per-CPU B/source", "B/source"},
-                {}};
-    Json tables = Json::array();
-    uint64_t total_per_source = 0, total_per_cpu = 0, total_data = 0;
-    for (const auto& [name, entries] : {std::pair<std::string, size_t>{"sluice_src_cpu", counts.value().first},
-                                        {"sluice_src_shr", counts.value().second}}) {
-        auto fd = program_map_fd(dp.value()->program_fd(), name);
-        if (!fd) return fd.error();
-        auto info = map_info(fd.value().get());
-        if (!info) return info.error();
-        auto memlock = map_memlock(fd.value().get());
-        if (!memlock) return memlock.error();
-        const auto& i = info.value();
-        // Per-CPU values sit one per possible CPU, each rounded up to 8 bytes.
-        const uint64_t per_cpu_value = per_cpu(i.type) ? (i.value_size + 7) / 8 * 8 : 0;
-        const uint64_t data = i.key_size + (per_cpu(i.type) ? per_cpu_value * cpus : i.value_size);
-        const uint64_t per_source = memlock.value() / i.max_entries;
-        total_per_source += per_source;
-        total_per_cpu += per_cpu_value;
-        total_data += data;
-        tables.push_back({{"map", name},
-                          {"type", map_type_name(i.type)},
-                          {"key_size", i.key_size},
-                          {"value_size", i.value_size},
-                          {"per_cpu", per_cpu(i.type)},
-                          {"max_entries", i.max_entries},
-                          {"entries", entries},
-                          {"memlock_bytes", memlock.value()},
-                          {"data_bytes_per_source", data},
-                          {"kernel_overhead_bytes_per_source", per_source - std::min(per_source, data)},
-                          {"per_cpu_bytes_per_source", per_cpu_value},
-                          {"bytes_per_source", per_source}});
-        table.rows.push_back({name, map_type_name(i.type), std::to_string(i.key_size), std::to_string(i.value_size),
-                              std::to_string(entries), std::to_string(i.max_entries), std::to_string(memlock.value()),
-                              std::to_string(data), std::to_string(per_source - std::min(per_source, data)),
-                              std::to_string(per_cpu_value), std::to_string(per_source)});
+    std::vector<Fill> fills;
+    uint32_t cpus = 0;
+    {
+        XdpOptions xdp_options;
+        xdp_options.test_clock = true;
+        xdp_options.source_capacity = static_cast<uint32_t>(capacity);
+        auto dp = XdpDataplane::open(xdp_options);
+        if (!dp) return Error{"loading ebpf/sluice.bpf.c (root needed): " + dp.error().message};
+        cpus = dp.value()->possible_cpus();
+        dp.value()->set_test_clock(kNow);
+        auto policy = memory_policy(cpus);
+        if (!policy) return policy.error();
+        if (auto status = dp.value()->apply(policy.value()); !status) return status.error();
+        // 16M addresses for at most 1M sources: few repeats.
+        auto spread = SpreadSluiceProgram::load(*dp.value(), (1u << 24) - 1, kNow);
+        if (!spread) return spread.error();
+        const int fd = spread.value()->fd();
+        auto filled = fill("IPv4", *dp.value(), capacity, [&](uint64_t n) -> Status {
+            auto ns = test_run_cpu_ns(fd, udp_frame(false), static_cast<uint32_t>(n));
+            if (!ns) return ns.error();
+            return ok_status();
+        });
+        if (!filled) return filled.error();
+        fills.push_back(filled.value());
     }
-    table.rows.push_back({"total", "", "", "", "", "", "", std::to_string(total_data), "",
-                          std::to_string(total_per_cpu), std::to_string(total_per_source)});
-    table.print();
-    const double mib = static_cast<double>(total_per_source) * static_cast<double>(sources) / (1024.0 * 1024.0);
-    std::printf("\n%s sources cost %s MiB: %llu B each, of which %llu B per CPU (x%u CPUs)\n",
-                count_label(sources).c_str(), fixed(mib, 1).c_str(), static_cast<unsigned long long>(total_per_source),
-                static_cast<unsigned long long>(total_per_cpu), cpus);
+    {
+        XdpOptions xdp_options;
+        xdp_options.test_clock = true;
+        xdp_options.source_capacity = static_cast<uint32_t>(capacity6);
+        auto dp = XdpDataplane::open(xdp_options);
+        if (!dp) return Error{"loading ebpf/sluice.bpf.c (root needed): " + dp.error().message};
+        dp.value()->set_test_clock(kNow);
+        auto policy = memory_policy(cpus);
+        if (!policy) return policy.error();
+        if (auto status = dp.value()->apply(policy.value()); !status) return status.error();
+        uint64_t next = 0;
+        auto filled = fill("IPv6", *dp.value(), capacity6, [&](uint64_t n) -> Status {
+            for (uint64_t i = 0; i < n; i++, next++) {
+                // 2001:db8:<32-bit counter>::1, one /64 each.
+                char address[64];
+                std::snprintf(address, sizeof(address), "2001:db8:%x:%x::1", static_cast<unsigned>(next >> 16),
+                              static_cast<unsigned>(next & 0xffff));
+                const auto frame =
+                    test::PacketBuilder().eth().ipv6(address, "2001:db8:ffff::1").udp(1000, 53).payload(18).build();
+                auto ns = test_run_cpu_ns(dp.value()->program_fd(), frame, 1);
+                if (!ns) return ns.error();
+            }
+            return ok_status();
+        });
+        if (!filled) return filled.error();
+        fills.push_back(filled.value());
+    }
 
-    report["settings"] = {{"sources", sources},
-                          {"policy", "one class, per-source limit in lease mode (state in both tables)"},
-                          {"fill_cpu_ns_per_packet", ns.value() / static_cast<double>(sources * 8)}};
-    report["results"] = {{"tables", tables},
-                         {"bytes_per_source", total_per_source},
-                         {"per_cpu_bytes_per_source", total_per_cpu},
-                         {"data_bytes_per_source", total_data},
-                         {"cpus", cpus},
-                         {"total_mib", mib}};
+    Table table{"memory: the source table (" + std::to_string(cpus) +
+                    " possible CPUs), filled with sources in debt until " + fixed(100 * kFullSetLimit, 1) +
+                    "% of new sources find both of their sets full",
+                {"sources", "entries", "table B", "memlock B", "held", "load", "full-set decisions", "B/source"},
+                {}};
+    Json results = Json::array();
+    for (const Fill& f : fills) {
+        results.push_back(fill_json(f));
+        table.rows.push_back({f.family, count_label(f.capacity), std::to_string(f.table_bytes),
+                              std::to_string(f.memlock), std::to_string(f.best.held),
+                              fixed(static_cast<double>(f.best.held) / static_cast<double>(f.capacity), 3),
+                              fixed(100 * full_fraction(f.best), 3) + "%",
+                              fixed(static_cast<double>(f.table_bytes) / static_cast<double>(f.best.held), 1)});
+    }
+    table.print();
+
+    report["settings"] = {{"capacity", capacity},
+                          {"capacity6", capacity6},
+                          {"full_set_limit", kFullSetLimit},
+                          {"policy",
+                           "one class, per source 1/s burst 1, on_table_full = closed; the test clock stands "
+                           "still, so every source stays in debt"}};
+    report["results"] = results;
     return ok_status();
 }
 

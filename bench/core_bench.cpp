@@ -29,21 +29,39 @@ sluice_level_limit level(uint64_t rate, uint64_t burst, Accuracy accuracy) {
     return compiled.value();
 }
 
-// One CPU's three levels. The source admits 500M packets/s of a sender
-// offering one per ns (split mode: this CPU's half of it), so both verdicts
-// occur; class and global are wide open. Source state can be swapped per
-// packet to model many sources.
+// One CPU's levels: the source in a table of `sets` sets (GCRA), the class
+// aggregate and the global ceiling in the given accuracy mode. The source
+// admits 500M packets/s of a sender offering one per ns, so both verdicts
+// occur; class and global are wide open.
 struct Levels {
-    sluice_level_limit source, aggregate, global;
-    sluice_cpu_bucket cpu[SLUICE_LEVEL_COUNT]{};
-    sluice_shared_bucket shared[SLUICE_LEVEL_COUNT]{};
-    sluice_level_ref refs[SLUICE_LEVEL_COUNT];
+    std::vector<sluice_source_set> table;
+    sluice_source_limit source;
+    sluice_level_limit aggregate, global;
+    sluice_cpu_bucket cpu[2]{};
+    sluice_shared_bucket shared[2]{};
+    sluice_levels refs{};
 
-    explicit Levels(Accuracy a)
-        : source(level(500'000'000, 1000, a)),
+    Levels(Accuracy a, size_t sets)
+        : table(sets),
+          source(sluice::compile_source_limit({500'000'000, 1000, sluice::Unit::packets}, 1518, "bench").value()),
           aggregate(level(100'000'000'000, 1'000'000, a)),
-          global(level(100'000'000'000, 1'000'000, a)),
-          refs{{&source, &cpu[0], &shared[0]}, {&aggregate, &cpu[1], &shared[1]}, {&global, &cpu[2], &shared[2]}} {}
+          global(level(100'000'000'000, 1'000'000, a)) {
+        refs.aggregate = {&aggregate, &cpu[0], &shared[0]};
+        refs.global = {&global, &cpu[1], &shared[1]};
+        use_source(0);
+    }
+    // Source n: its own tag, in the two sets a hash would pick.
+    void use_source(uint64_t n) {
+        const uint64_t hash = sluice_mix64(n + 1);
+        const uint32_t mask = static_cast<uint32_t>(table.size() - 1);
+        refs.source.limit = &source;
+        refs.source.home_index = sluice_source_home(hash, mask);
+        refs.source.second_index = sluice_source_second(hash, mask);
+        refs.source.home = &table[refs.source.home_index];
+        refs.source.second = &table[refs.source.second_index];
+        refs.source.tag = sluice_source_tag(hash);
+        refs.source.on_table_full = SLUICE_TABLE_FULL_EVICT;
+    }
 };
 
 // Argument 0 selects the accuracy mode; the label says which.
@@ -54,11 +72,11 @@ Accuracy accuracy_arg(benchmark::State& state) {
 }
 
 void BM_DecideHotSource(benchmark::State& state) {
-    Levels levels(accuracy_arg(state));
+    Levels levels(accuracy_arg(state), 1024);
     uint64_t now = 1'000'000'000'000;
     uint64_t passed = 0;
     for (auto _ : state) {
-        passed += sluice_decide(levels.refs, 64, ++now).verdict == SLUICE_VERDICT_PASS;
+        passed += sluice_decide(&levels.refs, 64, ++now).verdict == SLUICE_VERDICT_PASS;
     }
     benchmark::DoNotOptimize(passed);
     state.SetItemsProcessed(state.iterations());
@@ -67,10 +85,9 @@ void BM_DecideHotSource(benchmark::State& state) {
 BENCHMARK(BM_DecideHotSource)->ArgName("mode")->Arg(0)->Arg(1);
 
 void BM_DecideManySources(benchmark::State& state) {
-    Levels levels(accuracy_arg(state));
     const size_t sources = static_cast<size_t>(state.range(1));
-    std::vector<sluice_cpu_bucket> source_cpu(sources);
-    std::vector<sluice_shared_bucket> source_shared(sources);
+    // Two entries per source, as sluice-bench sizes its tables.
+    Levels levels(accuracy_arg(state), 2 * sources / SLUICE_SET_WAYS);
     // A precomputed random visiting order: the cost of reaching cold state,
     // not of the random generator.
     std::vector<uint32_t> order(1 << 20);
@@ -79,10 +96,8 @@ void BM_DecideManySources(benchmark::State& state) {
     uint64_t now = 1'000'000'000'000;
     size_t i = 0;
     for (auto _ : state) {
-        const uint32_t s = order[i++ & (order.size() - 1)];
-        levels.refs[SLUICE_LEVEL_SOURCE].cpu = &source_cpu[s];
-        levels.refs[SLUICE_LEVEL_SOURCE].shared = &source_shared[s];
-        benchmark::DoNotOptimize(sluice_decide(levels.refs, 64, ++now));
+        levels.use_source(order[i++ & (order.size() - 1)]);
+        benchmark::DoNotOptimize(sluice_decide(&levels.refs, 64, ++now));
     }
     state.SetItemsProcessed(state.iterations());
 }
@@ -90,7 +105,7 @@ BENCHMARK(BM_DecideManySources)->ArgNames({"mode", "sources"})->ArgsProduct({{0,
 
 // parse -> source key -> decide on a 64-byte IPv4/UDP frame.
 void BM_ParseKeyDecide(benchmark::State& state) {
-    Levels levels(Accuracy::lease);
+    Levels levels(Accuracy::lease, 1024);
     const auto frame =
         sluice::test::PacketBuilder().eth().ipv4("192.0.2.1", "198.51.100.1").udp(1000, 53).pad(22).build();
     sluice_class_entry cls{};
@@ -104,7 +119,7 @@ void BM_ParseKeyDecide(benchmark::State& state) {
         if (sluice_parse(frame.data(), frame.data() + frame.size(), &pkt) != SLUICE_PARSE_OK) std::abort();
         sluice_source_key_make(&key, &pkt, &cls);
         benchmark::DoNotOptimize(key);
-        benchmark::DoNotOptimize(sluice_decide(levels.refs, pkt.frame_len, ++now));
+        benchmark::DoNotOptimize(sluice_decide(&levels.refs, pkt.frame_len, ++now));
     }
     state.SetItemsProcessed(state.iterations());
 }

@@ -20,8 +20,9 @@ constexpr const char* kUsage = R"(usage: sluice-bench COMMAND [--smoke] [--json 
   veth     packets per second on a veth pair: sluice, XDP_DROP, nftables meter, iptables hashlimit
            --seconds S (5)  --sources LIST (1,65536,1048576)  --dist uniform|zipf (uniform)
            --rate PPS (per source, 1000)  --burst N (2000)  --receivers LIST (baseline,sluice,nftables,iptables)
-  memory   bytes per tracked source from the source tables' real sizes
-           --sources N (1048576)
+  memory   bytes of the source table per source it holds while fewer than 0.1% of new sources
+           find their sets full
+           --capacity N (IPv4 table entries, 1048576)  --capacity6 N (IPv6 table entries, 65536)
   dpdk     Mpps on one lcore, sluice-dpdk's dataplane vs a pass-through loop on net_null (DPDK builds)
            --sources N (many-sources case, 1048576)  --rounds N (5)  --ms MS (per case and round, 1000)
            --size BYTES (frame, 64)
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
     const std::map<std::string, std::set<std::string>> known = {
         {"decide", {"repeat", "rounds", "sources"}},
         {"veth", {"seconds", "sources", "dist", "rate", "burst", "receivers"}},
-        {"memory", {"sources"}},
+        {"memory", {"capacity", "capacity6"}},
         {"dpdk", {"sources", "rounds", "ms", "size"}}};
     Options options;
     for (int i = 2; i < argc; ++i) {

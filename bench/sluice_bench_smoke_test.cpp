@@ -96,15 +96,14 @@ TEST_F(BenchSmoke, DecideReportsNsPerDecisionAndRatios) {
     }
 }
 
-TEST_F(BenchSmoke, MemoryReportsBytesPerSource) {
+TEST_F(BenchSmoke, MemoryReportsBytesPerSourceForBothFamilies) {
     const auto results = smoke("memory");
-    ASSERT_TRUE(results.is_object());
-    EXPECT_TRUE(is_figure(results.value("bytes_per_source", nlohmann::json{}))) << results.dump();
-    EXPECT_TRUE(is_figure(results.value("per_cpu_bytes_per_source", nlohmann::json{}))) << results.dump();
-    ASSERT_TRUE(results.contains("tables"));
-    for (const auto& table : results["tables"]) {
-        EXPECT_TRUE(is_figure(table.value("memlock_bytes", nlohmann::json{}))) << table.dump();
-        EXPECT_TRUE(is_figure(table.value("entries", nlohmann::json{}))) << table.dump();
+    ASSERT_TRUE(results.is_array());
+    ASSERT_EQ(results.size(), 2u);  // IPv4, IPv6
+    for (const auto& fill : results) {
+        for (const char* key : {"bytes_per_source", "table_bytes", "memlock_bytes", "held_at_limit"})
+            EXPECT_TRUE(is_figure(fill.value(key, nlohmann::json{}))) << key << " in " << fill.dump();
+        EXPECT_FALSE(fill.value("steps", nlohmann::json::array()).empty());
     }
 }
 

@@ -75,7 +75,7 @@ void BM_Sluice(benchmark::State& state) {
     cls.class_id = 1;
     cls.prefix_v4 = 32;
     cls.prefix_v6 = 64;
-    cls.per_source = compile_level(settings, "bench").value();
+    cls.per_source = compile_source_limit(settings.limit, kDefaultMaxFrameBytes, "bench").value();
     settings.limit = {100'000'000'000, 4'000'000'000, Unit::packets};
     cls.aggregate = compile_level(settings, "bench").value();
     policy.header.global = compile_level(settings, "bench").value();

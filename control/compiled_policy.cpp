@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <cstring>
 #include <set>
 #include <tuple>
 
@@ -13,6 +15,19 @@ Error policy_error(const std::string& what) { return Error{"policy: " + what}; }
 
 bool valid_level(const sluice_level_limit& level) {
     return level.unit <= SLUICE_UNIT_BYTES && level.accuracy <= SLUICE_ACCURACY_LEASE;
+}
+
+// The source table holds a source at most SLUICE_DEBT_MAX_NS ahead of its
+// schedule, and a full bucket must pay at least one packet.
+bool valid_gcra(const sluice_gcra_limit& limit) {
+    const uint64_t one = limit.interval_ns + (limit.interval_frac != 0);
+    return limit.unit <= SLUICE_UNIT_BYTES && one > 0 && limit.tolerance_ns >= one &&
+           limit.tolerance_ns <= SLUICE_DEBT_MAX_NS;
+}
+
+bool valid_source_limit(const sluice_source_limit& limit) {
+    if (!limit.enabled) return true;
+    return valid_gcra(limit.current) && limit.previous_tolerance_ns <= SLUICE_DEBT_MAX_NS && limit.generation < 4;
 }
 
 std::string prefix_text(const PolicyPrefix& p) {
@@ -42,12 +57,18 @@ Status validate(const CompiledPolicy& policy) {
         if (cls.class_id == SLUICE_CLASS_UNCLASSIFIED || cls.class_id >= SLUICE_MAX_CLASSES)
             return policy_error(name + ": id must be within 1.." + std::to_string(SLUICE_MAX_CLASSES - 1));
         if (!ids.insert(cls.class_id).second) return policy_error(name + ": id used twice");
-        if (cls.action > SLUICE_ACTION_DROP || cls.table_full_verdict >= SLUICE_VERDICT_COUNT)
-            return policy_error(name + ": action or table-full verdict out of range");
+        if (cls.action > SLUICE_ACTION_DROP || cls.on_table_full > SLUICE_TABLE_FULL_CLOSED)
+            return policy_error(name + ": action or on_table_full out of range");
         if (cls.prefix_v4 < 1 || cls.prefix_v4 > 32 || cls.prefix_v6 < 1 || cls.prefix_v6 > 128)
             return policy_error(name + ": source prefix lengths must be 1..32 (IPv4) and 1..128 (IPv6)");
-        if (!valid_level(cls.per_source) || !valid_level(cls.aggregate))
+        if (!valid_level(cls.new_sources) || !valid_level(cls.aggregate))
             return policy_error(name + ": a limit has an unknown unit or accuracy");
+        if (!valid_source_limit(cls.per_source))
+            return policy_error(name + ": per-source limit has an unknown unit, or a burst outside 1 packet.." +
+                                std::to_string(SLUICE_DEBT_MAX_NS / SLUICE_NANO) + " s of its rate");
+        // Only the source table knows which sources are new.
+        if (cls.new_sources.enabled && !cls.per_source.enabled)
+            return policy_error(name + ": a new-source budget needs a per-source limit");
         if (cls.shape.queue_packets > SLUICE_SHAPE_QUEUE_MAX)
             return policy_error(name + ": shape queue must be 1.." + std::to_string(SLUICE_SHAPE_QUEUE_MAX) +
                                 " packets (0: not shaped)");
@@ -84,6 +105,40 @@ Status validate(const CompiledPolicy& policy) {
     if (v4 > kMaxPrefixesPerFamily || v6 > kMaxPrefixesPerFamily)
         return policy_error("more than " + std::to_string(kMaxPrefixesPerFamily) + " prefixes of one family");
     return ok_status();
+}
+
+void carry_previous_source_limits(const std::vector<sluice_class_entry>& running, CompiledPolicy& next) {
+    __extension__ typedef unsigned __int128 uint128;
+    for (sluice_class_entry& cls : next.classes) {
+        sluice_source_limit& limit = cls.per_source;
+        const auto was = std::find_if(running.begin(), running.end(),
+                                      [&](const sluice_class_entry& r) { return r.class_id == cls.class_id; });
+        const sluice_source_limit* before = was != running.end() ? &was->per_source : nullptr;
+        limit.previous_tolerance_ns = 0;
+        limit.previous_scale = 0;
+        limit.generation = before ? before->generation : 0;
+        if (!limit.enabled || !before) continue;
+        if (before->enabled && std::memcmp(&before->current, &limit.current, sizeof(limit.current)) == 0) {
+            // Unchanged: sources written under the limit before it still convert.
+            limit.previous_tolerance_ns = before->previous_tolerance_ns;
+            limit.previous_scale = before->previous_scale;
+            continue;
+        }
+        // Changed (or newly set): a new generation; entries of the one before
+        // convert their debt, those of any older one count as empty buckets.
+        limit.generation = (before->generation + 1) & 3;
+        if (!before->enabled) continue;
+        limit.previous_tolerance_ns = before->current.tolerance_ns;
+        // Schedule per unit now over then; 1.0 across a change of unit, whose
+        // tokens do not convert.
+        const auto fixed = [](const sluice_gcra_limit& l) {
+            return (static_cast<uint128>(l.interval_ns) << 32) + l.interval_frac;
+        };
+        const uint128 scale = limit.current.unit == before->current.unit
+                                  ? (fixed(limit.current) << 32) / fixed(before->current)
+                                  : static_cast<uint128>(1) << 32;
+        limit.previous_scale = scale >> 63 ? ~0ULL >> 1 : static_cast<uint64_t>(scale);
+    }
 }
 
 Result<PolicyPrefix> parse_prefix(const std::string& cidr, uint32_t class_id) {

@@ -38,10 +38,17 @@ inline constexpr uint64_t kMinShapeDelayNs = 1'000'000;
 
 // Version > 0; class ids unique and in 1..SLUICE_MAX_CLASSES-1; the default
 // class and every prefix's class exist; prefixes valid, unique and with no
-// bits set past their length; enums in range; a shaped class has a queue of
+// bits set past their length; enums in range; a per-source burst within
+// SLUICE_DEBT_MAX_NS; a new-source budget only with a per-source limit; a shaped class has a queue of
 // 1..SLUICE_SHAPE_QUEUE_MAX, a max delay of 1 ms..SLUICE_SHAPE_MAX_DELAY_NS,
 // an aggregate limit and action limit.
 Status validate(const CompiledPolicy& policy);
+
+// Before `next` replaces the version whose class entries are `running`: a
+// class whose per-source limit changes gets the next generation and what its
+// sources' debts convert with (see sluice_source_limit); an unchanged one
+// keeps its generation and conversion.
+void carry_previous_source_limits(const std::vector<sluice_class_entry>& running, CompiledPolicy& next);
 
 // Parses "192.0.2.0/24" or "2001:db8::/32" into a prefix of `class_id`.
 Result<PolicyPrefix> parse_prefix(const std::string& cidr, uint32_t class_id);

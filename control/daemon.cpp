@@ -34,9 +34,18 @@ using json = nlohmann::json;
 
 constexpr int kPollTimeoutMs = 250;
 constexpr auto kSampleInterval = std::chrono::seconds(1);
-constexpr auto kCollectInterval = std::chrono::seconds(10);
+constexpr auto kCountInterval = std::chrono::seconds(10);
 constexpr std::string_view kBpffsRoot = "/sys/fs/bpf";
 constexpr std::string_view kUnclassified = "unclassified";
+
+// The source table in status and stats: occupancy is the share in debt.
+json sources_json(const SourceTableUsage& usage) {
+    return json{
+        {"capacity", usage.capacity},
+        {"in_debt", usage.in_debt},
+        {"known", usage.known},
+        {"occupancy", usage.capacity ? static_cast<double>(usage.in_debt) / static_cast<double>(usage.capacity) : 0.0}};
+}
 
 double monotonic_s() { return static_cast<double>(monotonic_ns()) / 1e9; }
 
@@ -446,19 +455,14 @@ void Daemon::sample_counters() {
     }
 }
 
-void Daemon::collect_idle_sources() {
+void Daemon::count_sources() {
     for (auto& [name, interface] : interfaces_) {
-        auto deleted = interface->dataplane->collect_idle_sources(monotonic_ns());
-        if (!deleted) {
-            log(LogLevel::warn, "cannot collect idle sources",
-                {{"interface", name}, {"error", deleted.error().message}});
-        } else if (deleted.value() > 0) {
-            log(LogLevel::debug, "collected idle sources",
-                {{"interface", name}, {"deleted", std::to_string(deleted.value())}});
+        auto usage = interface->dataplane->source_table();
+        if (!usage) {
+            log(LogLevel::warn, "cannot count sources", {{"interface", name}, {"error", usage.error().message}});
+            continue;
         }
-        // Counting walks both tables key by key: done here, at the
-        // collection's pace, rather than on every metrics snapshot.
-        if (auto sources = interface->dataplane->source_counts()) interface->source_counts = sources.value();
+        interface->sources = usage.value();
     }
 }
 
@@ -501,10 +505,8 @@ void Daemon::publish_metrics() {
         entry.stats = sample.stats;
         entry.decision_cost = sample.cost;
         if (interface->xdp) entry.syscall_errors = interface->xdp->dataplane->syscall_errors();
-        entry.source_capacity = config_.source_capacity;
         if (auto version = interface->dataplane->active_version()) entry.active_version = version.value();
-        entry.sources_per_cpu = interface->source_counts.first;
-        entry.sources_shared = interface->source_counts.second;
+        entry.sources = interface->sources;
         entry.hot_sources = interface->hot_sources.top(kHotSourcesExported, now);
         snapshot.interfaces.push_back(std::move(entry));
     }
@@ -527,9 +529,9 @@ Status Daemon::run(DaemonSignals& signals) {
             publish_metrics();
             last_sample_ = now;
         }
-        if (now - last_collect_ >= kCollectInterval) {
-            collect_idle_sources();
-            last_collect_ = now;
+        if (now - last_count_ >= kCountInterval) {
+            count_sources();
+            last_count_ = now;
         }
     }
     notify_systemd("STOPPING=1");
@@ -586,15 +588,13 @@ Result<json> Daemon::status_json() {
     json interfaces = json::array();
     for (const auto& [name, interface] : interfaces_) {
         auto version = interface->dataplane->active_version();
-        auto sources = interface->dataplane->source_counts();
+        auto sources = interface->dataplane->source_table();  // counted afresh: status is asked for by hand
         if (!version) return as_internal(version.error());
         if (!sources) return as_internal(sources.error());
         json entry{{"name", name},
                    {"kind", interface->dataplane->kind()},
                    {"active_version", version.value()},
-                   {"sources_per_cpu", sources.value().first},
-                   {"sources_shared", sources.value().second},
-                   {"source_capacity", config_.source_capacity}};
+                   {"sources", sources_json(sources.value())}};
         if (interface->xdp) {
             entry["ifindex"] = interface->xdp->ifindex;
             entry["mode"] = xdp_mode_name(interface->xdp->mode);
@@ -698,6 +698,7 @@ Result<json> Daemon::stats_json() {
                               {"decision_ns", decision_ns},
                               {"decisions_per_second", decisions_per_second},
                               {"classes", std::move(classes)},
+                              {"sources", sources_json(interface->sources)},
                               {"stats", std::move(health)}});
     }
     return json{{"interval_s", interval_s}, {"interfaces", std::move(interfaces)}};

@@ -98,8 +98,8 @@ class Daemon {
         // The two latest periodic samples: rates are their difference.
         std::optional<CounterSample> previous, latest;
         HotSources hot_sources;
-        // (per-CPU, shared) source entries as of the last idle collection.
-        std::pair<size_t, size_t> source_counts{};
+        // The source table as of its last count (every 10 s: a count scans it).
+        SourceTableUsage sources{};
     };
 
     Daemon(DaemonConfig config, std::unique_ptr<PolicyService> policy, ControlServer server, bool fixed_ports);
@@ -123,7 +123,7 @@ class Daemon {
     void drain_drop_events();
     void publish_metrics();
     void count_push(bool accepted);
-    void collect_idle_sources();
+    void count_sources();
     void register_handlers();
 
     Result<nlohmann::json> status_json();
@@ -141,7 +141,7 @@ class Daemon {
     std::map<std::string, std::unique_ptr<Interface>> interfaces_;
     Clock::time_point started_ = Clock::now();
     int64_t started_unix_s_ = 0;
-    Clock::time_point last_sample_{}, last_collect_{};
+    Clock::time_point last_sample_{}, last_count_{};
     // Keeps the kernel's BPF run-time statistics on while sluiced runs; they
     // go off again when it closes, so nothing is left behind.
     UniqueFd bpf_stats_;

@@ -14,7 +14,7 @@ namespace sluice {
 namespace {
 
 constexpr uint32_t kMinSourceCapacity = 1024;
-constexpr uint32_t kMaxSourceCapacity = 1u << 24;
+constexpr uint32_t kMaxSourceCapacity = SLUICE_SOURCE_SETS_MAX * SLUICE_SET_WAYS;
 
 std::string where(std::string_view path, const toml::source_region& region) {
     return std::string(path) + ":" + std::to_string(region.begin.line) + ":" + std::to_string(region.begin.column);

@@ -30,7 +30,7 @@ struct DaemonConfig {
     std::string metrics_address = "127.0.0.1:9464";
     LogLevel log_level = LogLevel::info;
     bool detach_on_exit = false;
-    uint32_t source_capacity = 1u << 18;
+    uint32_t source_capacity = 1u << 20;  // source table entries (8 bytes each)
     std::vector<InterfaceConfig> interfaces;
 };
 

@@ -10,12 +10,12 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "compiled_policy.h"
 #include "result.h"
 #include "sluice/abi.h"
+#include "sluice/source_table.h"
 
 namespace sluice {
 
@@ -29,6 +29,32 @@ class Dataplane {
     // The running policy's version (0 before the first apply).
     virtual Result<uint64_t> active_version() = 0;
 };
+
+// The source table at one moment. Entries free themselves (a source whose
+// bucket is full again needs none), so `in_debt` is what the table holds;
+// `known` also counts free entries that still carry their source's tag.
+struct SourceTableUsage {
+    uint64_t capacity = 0;  // entries (sets x SLUICE_SET_WAYS)
+    uint64_t in_debt = 0;   // sources ahead of their schedule: the table's occupancy
+    uint64_t known = 0;     // entries in use, in debt or not
+};
+
+// Counts the source table's `set_count` sets as of `now_ns`, on the clock its
+// TATs are kept in. The dataplane writes while this reads: each entry is read
+// once, atomically, so every count is of real entries, if not of one instant.
+inline SourceTableUsage count_sources(const sluice_source_set* sets, uint32_t set_count, uint64_t now_ns) {
+    SourceTableUsage usage;
+    usage.capacity = static_cast<uint64_t>(set_count) * SLUICE_SET_WAYS;
+    for (uint32_t s = 0; s < set_count; s++) {
+        for (const __u64& entry : sets[s].entry) {
+            const uint64_t word = __atomic_load_n(&entry, __ATOMIC_RELAXED);
+            if (!(word & SLUICE_ENTRY_TAG_MASK)) continue;
+            usage.known++;
+            if ((word & SLUICE_ENTRY_PENDING) || sluice_entry_debt(word, now_ns)) usage.in_debt++;
+        }
+    }
+    return usage;
+}
 
 // Cumulative time spent deciding and decisions made (XDP: the kernel's BPF run-time statistics).
 struct DecisionCost {
@@ -45,11 +71,8 @@ class EnforcementPoint : public Dataplane {
     virtual Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats() = 0;
     // Calls on_event for every queued sampled drop; never blocks.
     virtual Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event) = 0;
-    // Sources in the tables: (per-CPU or per-lcore tables, shared table).
-    virtual Result<std::pair<size_t, size_t>> source_counts() = 0;
-    // Deletes source entries idle long enough that a fresh bucket is the same
-    // as theirs; `now_ns` is CLOCK_MONOTONIC. Returns how many were deleted.
-    virtual Result<size_t> collect_idle_sources(uint64_t now_ns) = 0;
+    // The source table now: capacity and occupancy (a scan of the table).
+    virtual Result<SourceTableUsage> source_table() = 0;
     // All zeros while decision_cost_enabled() is false.
     virtual DecisionCost decision_cost() = 0;
     virtual bool decision_cost_enabled() const = 0;

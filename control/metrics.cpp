@@ -83,6 +83,8 @@ void add_decisions(const DaemonSnapshot& snapshot, const InterfaceSnapshot& inte
         static_cast<double>(table_full_by_verdict[SLUICE_VERDICT_PASS]));
     add(table_full, {{"decision", "closed"}, {"interface", interface.name}},
         static_cast<double>(table_full_by_verdict[SLUICE_VERDICT_DROP]));
+    add(table_full, {{"decision", "evict"}, {"interface", interface.name}},
+        static_cast<double>(interface.stats[SLUICE_STAT_SOURCE_EVICTIONS]));
 }
 
 }  // namespace
@@ -106,7 +108,9 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
                         MetricType::Counter);
     auto table_full =
         family("sluice_table_full_decisions_total",
-               "Packets whose source state could not be created, by the on_table_full decision.", MetricType::Counter);
+               "New sources that found both of their sets in debt, by the on_table_full decision (evict: the entry "
+               "closest to free was taken).",
+               MetricType::Counter);
     auto run_time =
         family("sluice_bpf_run_time_seconds_total",
                "Time spent deciding: the XDP program's BPF run-time statistics (sluiced), the workers' own TSC "
@@ -121,9 +125,15 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
                          "Failed dataplane operations: syscalls by what they were for, and state_lookup (class or "
                          "global state missing in the program; the packet passed).",
                          MetricType::Counter);
-    auto sources = family("sluice_sources", "Source entries in the tables, counted every 10 s.", MetricType::Gauge);
-    auto capacity = family("sluice_source_capacity", "Entries each source table can hold.", MetricType::Gauge);
-    auto inserts = family("sluice_source_inserts_total", "Source entries created, by table.", MetricType::Counter);
+    auto sources = family("sluice_sources",
+                          "Source table entries, counted every 10 s: in_debt (the table's occupancy: sources ahead of "
+                          "their schedule) and known (entries in use, free ones that keep their tag included).",
+                          MetricType::Gauge);
+    auto capacity = family("sluice_source_capacity", "Entries the source table holds.", MetricType::Gauge);
+    auto inserts = family("sluice_source_inserts_total", "Source entries created.", MetricType::Counter);
+    auto contended = family("sluice_source_contended_total",
+                            "Packets dropped because another CPU kept their source's entry busy (being created).",
+                            MetricType::Counter);
     auto events = family("sluice_drop_events_total",
                          "Sampled drop events for hot-source tracking: sent, or lost to a full ring buffer.",
                          MetricType::Counter);
@@ -151,13 +161,11 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
         }
         add(errors, {{"interface", name}, {"operation", "state_lookup"}},
             static_cast<double>(interface.stats[SLUICE_STAT_STATE_LOOKUP_FAILED]));
-        add(sources, {{"interface", name}, {"table", "per_cpu"}}, static_cast<double>(interface.sources_per_cpu));
-        add(sources, {{"interface", name}, {"table", "shared"}}, static_cast<double>(interface.sources_shared));
-        add(capacity, {{"interface", name}}, static_cast<double>(interface.source_capacity));
-        add(inserts, {{"interface", name}, {"table", "per_cpu"}},
-            static_cast<double>(interface.stats[SLUICE_STAT_SOURCE_INSERTS]));
-        add(inserts, {{"interface", name}, {"table", "shared"}},
-            static_cast<double>(interface.stats[SLUICE_STAT_SHARED_SOURCE_INSERTS]));
+        add(sources, {{"interface", name}, {"state", "in_debt"}}, static_cast<double>(interface.sources.in_debt));
+        add(sources, {{"interface", name}, {"state", "known"}}, static_cast<double>(interface.sources.known));
+        add(capacity, {{"interface", name}}, static_cast<double>(interface.sources.capacity));
+        add(inserts, {{"interface", name}}, static_cast<double>(interface.stats[SLUICE_STAT_SOURCE_INSERTS]));
+        add(contended, {{"interface", name}}, static_cast<double>(interface.stats[SLUICE_STAT_SOURCE_CONTENDED]));
         add(events, {{"interface", name}, {"result", "sent"}},
             static_cast<double>(interface.stats[SLUICE_STAT_DROP_EVENTS_SENT]));
         add(events, {{"interface", name}, {"result", "lost"}},
@@ -203,10 +211,11 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
     }
 
     std::vector<MetricFamily> families;
-    for (MetricFamily* f :
-         {&packets, &bytes,     &table_full,        &run_time, &run_count, &errors, &sources, &capacity,      &inserts,
-          &events,  &no_policy, &interface_version, &hot,      &version,   &info,   &pushes,  &stats_enabled, &build,
-          &start,   &uptime,    &requests})
+    for (MetricFamily* f : {&packets, &bytes,     &table_full,        &run_time, &run_count,
+                            &errors,  &sources,   &capacity,          &inserts,  &contended,
+                            &events,  &no_policy, &interface_version, &hot,      &version,
+                            &info,    &pushes,    &stats_enabled,     &build,    &start,
+                            &uptime,  &requests})
         families.push_back(std::move(*f));
     return families;
 }

@@ -43,7 +43,7 @@ struct InterfaceSnapshot {
     std::array<uint64_t, SLUICE_STAT_COUNT> stats{};
     // XDP only: failed syscalls by what they were for (a DPDK port makes none).
     std::optional<std::array<uint64_t, static_cast<size_t>(SyscallOp::count)>> syscall_errors;
-    uint64_t sources_per_cpu = 0, sources_shared = 0, source_capacity = 0;
+    SourceTableUsage sources;    // as of the daemon's last count
     DecisionCost decision_cost;  // XDP: the kernel's BPF run-time statistics
     std::vector<HotSource> hot_sources;
 };

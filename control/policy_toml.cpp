@@ -40,7 +40,8 @@ constexpr Choice<Unit> kUnits[] = {{"packets", Unit::packets}, {"bytes", Unit::b
 constexpr Choice<Accuracy> kAccuracies[] = {{"lease", Accuracy::lease}, {"split", Accuracy::split}};
 constexpr Choice<uint8_t> kActions[] = {
     {"limit", SLUICE_ACTION_LIMIT}, {"pass", SLUICE_ACTION_PASS}, {"drop", SLUICE_ACTION_DROP}};
-constexpr Choice<uint8_t> kTableFullVerdicts[] = {{"open", SLUICE_VERDICT_PASS}, {"closed", SLUICE_VERDICT_DROP}};
+constexpr Choice<uint8_t> kTableFullChoices[] = {
+    {"evict", SLUICE_TABLE_FULL_EVICT}, {"open", SLUICE_TABLE_FULL_OPEN}, {"closed", SLUICE_TABLE_FULL_CLOSED}};
 constexpr Choice<uint8_t> kVerdicts[] = {{"pass", SLUICE_VERDICT_PASS}, {"drop", SLUICE_VERDICT_DROP}};
 
 using Keys = std::span<const std::string_view>;
@@ -48,11 +49,13 @@ constexpr std::string_view kTopKeys[] = {"version", "defaults", "global", "class
 constexpr std::string_view kDefaultsKeys[] = {
     "unit", "accuracy", "on_table_full", "non_ip", "malformed", "max_frame_bytes", "prefix_v4", "prefix_v6", "class"};
 constexpr std::string_view kLevelKeys[] = {"rate", "burst", "unit", "accuracy", "lease", "lease_ttl_ms"};
-constexpr std::string_view kPerSourceKeys[] = {"rate",  "burst",        "unit",      "accuracy",
-                                               "lease", "lease_ttl_ms", "prefix_v4", "prefix_v6"};
+constexpr std::string_view kPerSourceKeys[] = {"rate", "burst", "unit", "prefix_v4", "prefix_v6"};
+// Keys of a bucket level that the per-source level does without: it is exact
+// across CPUs (GCRA in one shared table), so there is nothing to split or lease.
+constexpr std::string_view kNotPerSourceKeys[] = {"accuracy", "lease", "lease_ttl_ms"};
 constexpr std::string_view kClassKeys[] = {
-    "name",      "match",     "action",          "unit",       "accuracy",  "on_table_full",
-    "prefix_v4", "prefix_v6", "max_frame_bytes", "per_source", "aggregate", "shape"};
+    "name",      "match",           "action",     "unit",        "accuracy",  "on_table_full", "prefix_v4",
+    "prefix_v6", "max_frame_bytes", "per_source", "new_sources", "aggregate", "shape"};
 constexpr std::string_view kShapeKeys[] = {"queue", "max_delay_ms"};
 
 std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
@@ -221,7 +224,7 @@ class Fields {
 struct ClassSettings {
     Unit unit = Unit::packets;
     Accuracy accuracy = Accuracy::lease;
-    uint8_t table_full_verdict = SLUICE_VERDICT_PASS;
+    uint8_t on_table_full = SLUICE_TABLE_FULL_EVICT;
     uint32_t max_frame_bytes = kDefaultMaxFrameBytes;
     uint8_t prefix_v4 = 32;
     uint8_t prefix_v6 = 64;
@@ -233,7 +236,7 @@ Status read_class_settings(const Fields& fields, ClassSettings& settings) {
     if (!unit) return unit.error();
     auto accuracy = fields.choice("accuracy", kAccuracies);
     if (!accuracy) return accuracy.error();
-    auto table_full = fields.choice("on_table_full", kTableFullVerdicts);
+    auto table_full = fields.choice("on_table_full", kTableFullChoices);
     if (!table_full) return table_full.error();
     auto max_frame_bytes = fields.integer("max_frame_bytes", 1, SLUICE_COST_MAX);
     if (!max_frame_bytes) return max_frame_bytes.error();
@@ -244,7 +247,7 @@ Status read_class_settings(const Fields& fields, ClassSettings& settings) {
 
     settings.unit = unit.value().value_or(settings.unit);
     settings.accuracy = accuracy.value().value_or(settings.accuracy);
-    settings.table_full_verdict = table_full.value().value_or(settings.table_full_verdict);
+    settings.on_table_full = table_full.value().value_or(settings.on_table_full);
     settings.max_frame_bytes = static_cast<uint32_t>(max_frame_bytes.value().value_or(settings.max_frame_bytes));
     settings.prefix_v4 = static_cast<uint8_t>(prefix_v4.value().value_or(settings.prefix_v4));
     settings.prefix_v6 = static_cast<uint8_t>(prefix_v6.value().value_or(settings.prefix_v6));
@@ -273,6 +276,7 @@ class PolicyReader {
   private:
     Status read_defaults(const Fields& top);
     Result<sluice_level_limit> read_level(const Fields& level, const ClassSettings& inherited) const;
+    Result<sluice_source_limit> read_source_level(const Fields& level, const ClassSettings& inherited) const;
     Result<ParsedClass> read_class(const toml::table& table, size_t number);
     Result<sluice_shape> read_shape(const Fields& shape) const;
     Status read_match(const Fields& cls, const std::string& class_name, std::vector<PolicyPrefix>& prefixes);
@@ -346,6 +350,31 @@ Result<sluice_level_limit> PolicyReader::read_level(const Fields& level, const C
     if (lease_ttl_ms.value()) settings.lease_ttl_ns = static_cast<uint64_t>(*lease_ttl_ms.value()) * kNsPerMs;
 
     auto compiled = compile_level(settings, level.name());
+    if (!compiled) return level.limit_error(compiled.error());
+    return compiled.value();
+}
+
+Result<sluice_source_limit> PolicyReader::read_source_level(const Fields& level, const ClassSettings& inherited) const {
+    for (std::string_view key : kNotPerSourceKeys)
+        if (const toml::node* value = level.find(key))
+            return level.at(*value, key,
+                            "per-source limits are exact across CPUs (one shared table), so they take no " +
+                                std::string(key) + "; it applies to aggregate, new_sources and global");
+    if (auto keys = level.only(kPerSourceKeys); !keys) return keys.error();
+    auto rate = level.integer("rate", 0, kUnbounded);
+    if (!rate) return rate.error();
+    auto burst = level.integer("burst", 0, kUnbounded);
+    if (!burst) return burst.error();
+    auto unit = level.choice("unit", kUnits);
+    if (!unit) return unit.error();
+    if (!rate.value()) return level.here("rate is required (units per second)");
+    if (!burst.value()) return level.here("burst is required (units)");
+
+    HumanLimit limit;
+    limit.rate_per_s = static_cast<uint64_t>(*rate.value());
+    limit.burst = static_cast<uint64_t>(*burst.value());
+    limit.unit = unit.value().value_or(inherited.unit);
+    auto compiled = compile_source_limit(limit, inherited.max_frame_bytes, level.name());
     if (!compiled) return level.limit_error(compiled.error());
     return compiled.value();
 }
@@ -431,6 +460,8 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
     if (!action) return action.error();
     auto per_source = cls.table("per_source");
     if (!per_source) return per_source.error();
+    auto new_sources = cls.table("new_sources");
+    if (!new_sources) return new_sources.error();
     auto aggregate = cls.table("aggregate");
     if (!aggregate) return aggregate.error();
     auto shape = cls.table("shape");
@@ -451,7 +482,7 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
         if (shape.value())
             return shape_error("needs action = \"limit\": action = " + quoted(action_name) +
                                " decides every packet at once, so none would wait in the queue");
-        for (std::string_view key : {"per_source", "aggregate"})
+        for (std::string_view key : {"per_source", "new_sources", "aggregate"})
             if (const toml::node* level = cls.find(key))
                 return cls.at(*level, key,
                               "never applies: action = " + quoted(action_name) + " limits nothing; remove " +
@@ -460,7 +491,6 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
 
     if (per_source.value()) {
         const Fields level(path_, *per_source.value(), cls.field("per_source"));
-        if (auto keys = level.only(kPerSourceKeys); !keys) return keys.error();
         // per_source may say how sources are aggregated; saying it differently
         // at class level too is a contradiction, not an override.
         for (const auto& [key, bits, length] :
@@ -476,9 +506,20 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
                                     "); set it in one place");
             *length = source_length;
         }
-        auto limit = read_level(level, settings);
+        auto limit = read_source_level(level, settings);
         if (!limit) return limit.error();
         entry.per_source = limit.value();
+    }
+    if (new_sources.value()) {
+        // Only the source table can tell a new source from a known one.
+        if (!per_source.value())
+            return cls.at(*cls.find("new_sources"), "new_sources",
+                          "needs a per_source limit: a source is new when the per-source table has no entry for it");
+        const Fields level(path_, *new_sources.value(), cls.field("new_sources"));
+        if (auto keys = level.only(kLevelKeys); !keys) return keys.error();
+        auto limit = read_level(level, settings);
+        if (!limit) return limit.error();
+        entry.new_sources = limit.value();
     }
     if (aggregate.value()) {
         const Fields level(path_, *aggregate.value(), cls.field("aggregate"));
@@ -493,7 +534,7 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
         if (!compiled) return compiled.error();
         entry.shape = compiled.value();
     }
-    entry.table_full_verdict = settings.table_full_verdict;
+    entry.on_table_full = settings.on_table_full;
     entry.prefix_v4 = settings.prefix_v4;
     entry.prefix_v6 = settings.prefix_v6;
 

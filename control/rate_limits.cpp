@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "sluice/source_table.h"
+
 namespace sluice {
 namespace {
 
@@ -110,6 +112,58 @@ Result<sluice_level_limit> compile_level(const LevelSettings& settings, std::str
     out.lease_nano = lease_nano;
     out.lease_ttl_ns = settings.lease_ttl_ns;
     out.min_cost_nano = (settings.limit.unit == Unit::bytes ? kMinFrameBytes : 1) * SLUICE_NANO;
+    return out;
+}
+
+Result<sluice_source_limit> compile_source_limit(const HumanLimit& limit, uint32_t max_frame_bytes,
+                                                 std::string_view field) {
+    if (limit.unit == Unit::bytes && (max_frame_bytes == 0 || max_frame_bytes > SLUICE_COST_MAX))
+        return field_error(field, "max_frame_bytes",
+                           "largest frame " + std::to_string(max_frame_bytes) + " bytes is outside 1.." +
+                               std::to_string(SLUICE_COST_MAX));
+    const uint64_t max_cost = max_cost_units(limit.unit, max_frame_bytes);
+    if (auto checked = compile_limit(limit, max_cost, field); !checked) return checked.error();
+
+    // 10^9 / rate ns per unit as 32.32 fixed point, the fraction rounded up,
+    // so a cost in ns is never less than the exact one.
+    __extension__ typedef unsigned __int128 uint128;
+    sluice_source_limit out{};
+    sluice_gcra_limit& gcra = out.current;
+    out.enabled = 1;
+    gcra.unit = static_cast<uint8_t>(limit.unit);
+    gcra.interval_ns = SLUICE_NANO / limit.rate_per_s;
+    const uint64_t remainder = SLUICE_NANO % limit.rate_per_s;
+    const uint128 fraction = ((static_cast<uint128>(remainder) << 32) + limit.rate_per_s - 1) / limit.rate_per_s;
+    if (fraction >> 32) {
+        gcra.interval_ns++;
+    } else {
+        gcra.interval_frac = static_cast<uint32_t>(fraction);
+    }
+    // A full bucket admits `burst` packets back to back. In byte mode each
+    // frame's cost is rounded up on its own, by less than 2 ns where a byte
+    // is not a whole number of ns: the burst gets that back for as many
+    // frames as it can hold, or a burst of N frames would hold N - 1.
+    const uint64_t one = sluice_source_cost_ns(&gcra, 1);
+    uint128 tolerance = static_cast<uint128>(limit.burst) * one;
+    if (limit.unit == Unit::bytes) {
+        tolerance = static_cast<uint128>(limit.burst) * gcra.interval_ns +
+                    ((static_cast<uint128>(limit.burst) * gcra.interval_frac + 0xffffffffu) >> 32);
+        if (gcra.interval_frac != 0) tolerance += 2 * (limit.burst / kMinFrameBytes);
+    }
+    if (tolerance > SLUICE_DEBT_MAX_NS) {
+        const uint64_t max_burst =
+            limit.unit == Unit::bytes
+                ? static_cast<uint64_t>((static_cast<uint128>(SLUICE_DEBT_MAX_NS) * limit.rate_per_s) / SLUICE_NANO)
+                : SLUICE_DEBT_MAX_NS / one;
+        return field_error(field, "burst",
+                           "burst " + std::to_string(limit.burst) + " " + unit_name(limit.unit) + " at " +
+                               std::to_string(limit.rate_per_s) + "/s takes " +
+                               std::to_string(static_cast<uint64_t>(tolerance / SLUICE_NANO)) +
+                               " s to refill; a source's bucket may take at most " +
+                               std::to_string(SLUICE_DEBT_MAX_NS / SLUICE_NANO) + " s (lower burst to at most " +
+                               std::to_string(max_burst) + " or raise rate)");
+    }
+    gcra.tolerance_ns = static_cast<uint64_t>(tolerance);
     return out;
 }
 

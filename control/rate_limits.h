@@ -51,8 +51,14 @@ uint64_t max_cost_units(Unit unit, uint32_t max_frame_bytes);
 // e.g. "class \"web\".per_source".
 Result<sluice_limit> compile_limit(const HumanLimit& limit, uint64_t max_cost, std::string_view field);
 
-// Validate and precompute one level (source, class aggregate or global).
+// Validate and precompute one bucket level (the class's new-source budget,
+// its aggregate, or the global ceiling).
 Result<sluice_level_limit> compile_level(const LevelSettings& settings, std::string_view field);
+
+// Validate and precompute the per-source level (GCRA; exact across CPUs, so
+// it takes no accuracy). Its whole burst must fit in SLUICE_DEBT_MAX_NS.
+Result<sluice_source_limit> compile_source_limit(const HumanLimit& limit, uint32_t max_frame_bytes,
+                                                 std::string_view field);
 
 // Lease mode: the most a level can admit above burst + rate*T is N*L. This is
 // that excess as a fraction of burst, for reports.

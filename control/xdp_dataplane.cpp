@@ -5,6 +5,8 @@
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <linux/if_link.h>
+#include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,7 +16,6 @@
 
 #include "clock.h"
 #include "sluice.skel.h"
-#include "sluice/bucket.h"
 
 namespace sluice {
 namespace {
@@ -44,6 +45,9 @@ int for_each_key(int map_fd, Fn&& fn) {
 
 void XdpDataplane::SkeletonDeleter::operator()(struct ::sluice_bpf* skel) const { sluice_bpf__destroy(skel); }
 void XdpDataplane::RingBufferDeleter::operator()(struct ::ring_buffer* rb) const { ring_buffer__free(rb); }
+XdpDataplane::Mapping::~Mapping() {
+    if (address) munmap(address, length);
+}
 
 XdpDataplane::~XdpDataplane() = default;
 
@@ -62,7 +66,14 @@ Status XdpDataplane::load(const XdpOptions& options) {
     const uint32_t period = options.drop_sample_period;
     if (period == 0 || (period & (period - 1)) != 0)
         return Error{"drop sample period " + std::to_string(period) + " is not a power of two"};
-    if (options.source_capacity == 0) return Error{"source table capacity must be at least 1"};
+    const uint64_t min_capacity = uint64_t{SLUICE_SOURCE_SETS_MIN} * SLUICE_SET_WAYS;
+    const uint64_t max_capacity = uint64_t{SLUICE_SOURCE_SETS_MAX} * SLUICE_SET_WAYS;
+    if (options.source_capacity < min_capacity || options.source_capacity > max_capacity)
+        return Error{"source table capacity " + std::to_string(options.source_capacity) + " is outside " +
+                     std::to_string(min_capacity) + ".." + std::to_string(max_capacity) + " entries"};
+    source_sets_ = SLUICE_SOURCE_SETS_MIN;
+    while (uint64_t{source_sets_} * SLUICE_SET_WAYS < options.source_capacity) source_sets_ *= 2;
+    test_clock_ = options.test_clock;
     const int cpus = libbpf_num_possible_cpus();
     if (cpus <= 0) return syscall_error(SyscallOp::load, "counting possible CPUs", -cpus);
     cpus_ = static_cast<uint32_t>(cpus);
@@ -74,13 +85,14 @@ Status XdpDataplane::load(const XdpOptions& options) {
     skel_->rodata->sluice_use_test_clock = options.test_clock;
     skel_->rodata->sluice_use_coarse_clock = options.coarse_clock;
     skel_->rodata->sluice_drop_sample_mask = period - 1;
-    bpf_map__set_max_entries(skel_->maps.sluice_src_cpu, options.source_capacity);
-    bpf_map__set_max_entries(skel_->maps.sluice_src_shr, options.source_capacity);
-    if (!options.source_lru) bpf_map__set_type(skel_->maps.sluice_src_cpu, BPF_MAP_TYPE_PERCPU_HASH);
+    skel_->rodata->sluice_set_mask = source_sets_ - 1;
+    if (const int err = bpf_map__set_max_entries(skel_->maps.sluice_sources, source_sets_))
+        return syscall_error(SyscallOp::load, "sizing the source table", error_code(err));
 
     if (!pin_dir_.empty()) {
         if (mkdir(pin_dir_.c_str(), 0700) != 0 && errno != EEXIST)
             return syscall_error(SyscallOp::pin, "creating " + pin_dir_, errno);
+        if (auto status = read_pinned_meta(); !status) return status;
         if (auto status = check_pinned_maps(); !status) return status;
         bpf_map* map;
         bpf_object__for_each_map(map, skel_->obj) {
@@ -91,10 +103,17 @@ Status XdpDataplane::load(const XdpOptions& options) {
         }
     }
 
+    // A pinned table was filled under its own key; a new one gets a new key,
+    // so nobody can know in advance which sources share a set.
+    if (!adopted_meta_ && getrandom(&hash_key_, sizeof(hash_key_), 0) != static_cast<ssize_t>(sizeof(hash_key_)))
+        return syscall_error(SyscallOp::load, "drawing the source table's hash key", errno);
+    for (int i = 0; i < SLUICE_HASH_KEY_WORDS; i++) skel_->rodata->sluice_hash_key.word[i] = hash_key_.word[i];
+
     if (const int err = sluice_bpf__load(skel_.get()))
         return syscall_error(SyscallOp::load, "loading ebpf/sluice.bpf.c into the kernel (the verifier's log is above)",
                              error_code(err));
     if (auto status = adopt_or_stamp_meta(); !status) return status;
+    if (auto status = map_source_table(); !status) return status;
 
     events_.reset(
         ring_buffer__new(bpf_map__fd(skel_->maps.sluice_events), &XdpDataplane::on_ring_event, this, nullptr));
@@ -109,6 +128,40 @@ Status XdpDataplane::load(const XdpOptions& options) {
     if (grace_outer_.get() < 0) return syscall_error(SyscallOp::map_update, "creating the grace-period map", errno);
 
     return adopt_pinned_links();
+}
+
+std::string XdpDataplane::remove_hint() const { return "detach and remove " + pin_dir_ + " to start with fresh state"; }
+
+Status XdpDataplane::read_pinned_meta() {
+    const std::string path = pin_dir_ + "/sluice_meta";
+    if (access(path.c_str(), F_OK) != 0) return ok_status();
+    UniqueFd pinned(bpf_obj_get(path.c_str()));
+    if (pinned.get() < 0) return syscall_error(SyscallOp::pin, "opening pinned map " + path, errno);
+    bpf_map_info info{};
+    __u32 len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(pinned.get(), &info, &len) != 0)
+        return syscall_error(SyscallOp::map_lookup, "reading pinned map " + path, errno);
+    // Every ABI version begins its meta with the version: read it whatever
+    // the value's size, to say which build wrote it.
+    std::vector<uint8_t> value(std::max<size_t>(info.value_size, sizeof(sluice_meta)));
+    const uint32_t zero = 0;
+    if (info.value_size < sizeof(uint32_t) || bpf_map_lookup_elem(pinned.get(), &zero, value.data()) != 0)
+        return syscall_error(SyscallOp::map_lookup, "reading pinned map " + path, errno);
+    sluice_meta meta;
+    std::memcpy(&meta, value.data(), sizeof(meta));
+    if (meta.abi_version == 0) return ok_status();  // created, never stamped: nothing to adopt
+    if (meta.abi_version != SLUICE_ABI_VERSION || info.value_size != sizeof(sluice_meta))
+        return Error{"pinned maps under " + pin_dir_ + " were written by Sluice ABI version " +
+                     std::to_string(meta.abi_version) + "; this build speaks version " +
+                     std::to_string(SLUICE_ABI_VERSION) + ": " + remove_hint()};
+    if (meta.source_sets != source_sets_)
+        return Error{"the pinned source table under " + pin_dir_ + " holds " +
+                     std::to_string(uint64_t{meta.source_sets} * SLUICE_SET_WAYS) + " entries, not the " +
+                     std::to_string(uint64_t{source_sets_} * SLUICE_SET_WAYS) +
+                     " configured: set source_capacity to its size, or " + remove_hint()};
+    hash_key_ = meta.hash_key;
+    adopted_meta_ = true;
+    return ok_status();
 }
 
 Status XdpDataplane::check_pinned_maps() {
@@ -132,8 +185,8 @@ Status XdpDataplane::check_pinned_maps() {
                          " B, value " + std::to_string(bpf_map__value_size(map)) + " B, " +
                          std::to_string(bpf_map__max_entries(map)) +
                          " entries). It was created by another Sluice version or with other table "
-                         "options: detach and remove " +
-                         pin_dir_ + " to start with fresh state"};
+                         "options: " +
+                         remove_hint()};
     }
     return ok_status();
 }
@@ -144,17 +197,29 @@ Status XdpDataplane::adopt_or_stamp_meta() {
     sluice_meta meta{};
     if (const int err = bpf_map_lookup_elem(fd, &zero, &meta))
         return syscall_error(SyscallOp::map_lookup, "reading sluice_meta", error_code(err));
-    if (meta.abi_version == SLUICE_ABI_VERSION) return ok_status();
+    if (meta.abi_version == SLUICE_ABI_VERSION) return ok_status();  // read_pinned_meta checked it
     if (meta.abi_version != 0)
         return Error{"pinned maps under " + pin_dir_ + " were written by Sluice ABI version " +
                      std::to_string(meta.abi_version) + "; this build speaks version " +
-                     std::to_string(SLUICE_ABI_VERSION) + ": detach and remove " + pin_dir_ +
-                     " to start with fresh state"};
+                     std::to_string(SLUICE_ABI_VERSION) + ": " + remove_hint()};
     meta.abi_version = SLUICE_ABI_VERSION;
     meta.max_classes = SLUICE_MAX_CLASSES;
     meta.created_ns = monotonic_ns();
+    meta.source_sets = source_sets_;
+    meta.hash_key = hash_key_;
     if (const int err = bpf_map_update_elem(fd, &zero, &meta, BPF_ANY))
         return syscall_error(SyscallOp::map_update, "writing sluice_meta", error_code(err));
+    return ok_status();
+}
+
+Status XdpDataplane::map_source_table() {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t length = (uint64_t{source_sets_} * sizeof(sluice_source_set) + page - 1) / page * page;
+    void* address =
+        mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(skel_->maps.sluice_sources), 0);
+    if (address == MAP_FAILED) return syscall_error(SyscallOp::map_lookup, "mapping the source table", errno);
+    sources_.address = address;
+    sources_.length = length;
     return ok_status();
 }
 
@@ -268,14 +333,36 @@ Status XdpDataplane::apply(const CompiledPolicy& policy) {
     if (const int err = bpf_map_lookup_elem(active_fd, &zero, &active))
         return syscall_error(SyscallOp::map_lookup, "reading the active policy slot", error_code(err));
     const uint32_t target = (active & (SLUICE_POLICY_SLOTS - 1)) ^ 1;
+    auto running = read_classes(active & (SLUICE_POLICY_SLOTS - 1));
+    if (!running) return running.error();
+    CompiledPolicy next = policy;
+    carry_previous_source_limits(running.value(), next);
 
     // Packets that read `target` before the previous flip may still be
     // running: wait for them before rewriting it.
     if (auto status = wait_for_readers(); !status) return status;
-    if (auto status = write_slot(target, policy); !status) return status;
+    if (auto status = write_slot(target, next); !status) return status;
     if (const int err = bpf_map_update_elem(active_fd, &zero, &target, BPF_ANY))
         return syscall_error(SyscallOp::map_update, "flipping the active policy slot", error_code(err));
     return ok_status();
+}
+
+Result<std::vector<sluice_class_entry>> XdpDataplane::read_classes(uint32_t slot) {
+    const int fd = bpf_map__fd(skel_->maps.sluice_classes);
+    std::vector<sluice_class_entry> classes;
+    for (uint32_t id = 1; id < SLUICE_MAX_CLASSES; id++) {
+        const uint32_t index = slot * SLUICE_MAX_CLASSES + id;
+        sluice_class_entry entry{};
+        if (const int err = bpf_map_lookup_elem(fd, &index, &entry))
+            return syscall_error(SyscallOp::map_lookup, "reading class entries", error_code(err));
+        if (entry.class_id == id) classes.push_back(entry);
+    }
+    return classes;
+}
+
+uint64_t XdpDataplane::now_ns() const {
+    // bpf_ktime_get_ns is CLOCK_MONOTONIC (the coarse one lags it by a tick).
+    return test_clock_ ? __atomic_load_n(&skel_->bss->sluice_test_now_ns, __ATOMIC_ACQUIRE) : monotonic_ns();
 }
 
 Result<uint64_t> XdpDataplane::active_version() {
@@ -350,64 +437,14 @@ Result<size_t> XdpDataplane::drain_events(const std::function<void(const sluice_
     return static_cast<size_t>(consumed);
 }
 
-Result<std::pair<size_t, size_t>> XdpDataplane::source_counts() {
-    size_t cpu_entries = 0, shared_entries = 0;
-    if (const int err = for_each_key<sluice_source_key>(bpf_map__fd(skel_->maps.sluice_src_cpu),
-                                                        [&](const sluice_source_key&) { cpu_entries++; }))
-        return syscall_error(SyscallOp::map_lookup, "counting sources", err);
-    if (const int err = for_each_key<sluice_source_key>(bpf_map__fd(skel_->maps.sluice_src_shr),
-                                                        [&](const sluice_source_key&) { shared_entries++; }))
-        return syscall_error(SyscallOp::map_lookup, "counting shared sources", err);
-    return std::make_pair(cpu_entries, shared_entries);
+Result<SourceTableUsage> XdpDataplane::source_table() {
+    return count_sources(static_cast<const sluice_source_set*>(sources_.address), source_sets_, now_ns());
 }
 
-Result<size_t> XdpDataplane::collect_idle_sources(uint64_t now_ns) {
-    // The active slot's class entries say how long each source's bucket
-    // takes to fill: an entry idle that long (plus a lease lifetime) holds
-    // exactly what a new one would.
-    const uint32_t zero = 0;
-    uint32_t active = 0;
-    if (const int err = bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sluice_active), &zero, &active))
-        return syscall_error(SyscallOp::map_lookup, "reading the active policy slot", error_code(err));
-    active &= SLUICE_POLICY_SLOTS - 1;
-    std::vector<sluice_class_entry> classes(SLUICE_MAX_CLASSES);
-    for (uint32_t id = 0; id < SLUICE_MAX_CLASSES; id++) {
-        const uint32_t index = active * SLUICE_MAX_CLASSES + id;
-        if (const int err = bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sluice_classes), &index, &classes[id]))
-            return syscall_error(SyscallOp::map_lookup, "reading class entries", error_code(err));
-    }
-    auto is_idle = [&](const sluice_source_key& key, bool shared, uint64_t last_use) {
-        return sluice_source_is_idle(&classes[key.class_id % SLUICE_MAX_CLASSES], shared, last_use, now_ns) != 0;
-    };
-
-    size_t deleted = 0;
-    const int shared_fd = bpf_map__fd(skel_->maps.sluice_src_shr);
-    std::vector<sluice_source_key> stale;
-    int err = for_each_key<sluice_source_key>(shared_fd, [&](const sluice_source_key& key) {
-        sluice_shared_bucket bucket{};
-        if (bpf_map_lookup_elem(shared_fd, &key, &bucket) == 0 && is_idle(key, true, bucket.last_ns))
-            stale.push_back(key);
-    });
-    if (err) return syscall_error(SyscallOp::map_lookup, "listing shared sources", err);
-    for (const auto& key : stale) deleted += bpf_map_delete_elem(shared_fd, &key) == 0;
-
-    const int cpu_fd = bpf_map__fd(skel_->maps.sluice_src_cpu);
-    const size_t stride = percpu_stride(sizeof(sluice_cpu_bucket));
-    std::vector<uint8_t> per_cpu(stride * cpus_);
-    stale.clear();
-    err = for_each_key<sluice_source_key>(cpu_fd, [&](const sluice_source_key& key) {
-        if (bpf_map_lookup_elem(cpu_fd, &key, per_cpu.data()) != 0) return;
-        uint64_t last_use = 0;  // latest refill or lease expiry on any CPU
-        for (uint32_t cpu = 0; cpu < cpus_; cpu++) {
-            sluice_cpu_bucket b;
-            std::memcpy(&b, per_cpu.data() + cpu * stride, sizeof(b));
-            last_use = std::max<uint64_t>(last_use, b.stamp_ns);
-        }
-        if (is_idle(key, false, last_use)) stale.push_back(key);
-    });
-    if (err) return syscall_error(SyscallOp::map_lookup, "listing sources", err);
-    for (const auto& key : stale) deleted += bpf_map_delete_elem(cpu_fd, &key) == 0;
-    return deleted;
+void XdpDataplane::forget_sources() {
+    auto* sets = static_cast<sluice_source_set*>(sources_.address);
+    for (uint32_t s = 0; s < source_sets_; s++)
+        for (__u64& entry : sets[s].entry) __atomic_store_n(&entry, 0, __ATOMIC_RELAXED);
 }
 
 Status XdpDataplane::attach(int ifindex, XdpMode mode) {

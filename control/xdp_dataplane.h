@@ -33,11 +33,9 @@ struct XdpOptions {
     bool test_clock = false;
     // bpf_ktime_get_coarse_ns instead of bpf_ktime_get_ns.
     bool coarse_clock = false;
-    // Entries in each source table (per-CPU and shared).
-    uint32_t source_capacity = 1u << 18;
-    // LRU evicts idle sources from the per-CPU table when it is full; a plain
-    // table refuses, and the class's on_table_full decides.
-    bool source_lru = true;
+    // Entries in the source table, rounded up to a power of two of 8-entry
+    // sets (16 .. 2^26 entries; 8 bytes each, whatever the number of CPUs).
+    uint32_t source_capacity = 1u << 20;
     // One drop in this many becomes a ring buffer event; a power of two.
     uint32_t drop_sample_period = 64;
     // bpffs directory for maps and links; empty pins nothing. Existing pins
@@ -72,12 +70,11 @@ class XdpDataplane : public EnforcementPoint {
     Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats() override;
     // Calls on_event for every queued sampled drop; never blocks.
     Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event) override;
-    // Sources in the tables (per-CPU table, shared table).
-    Result<std::pair<size_t, size_t>> source_counts() override;
-    // Deletes source entries idle long enough that a fresh (full) bucket is
-    // the same as theirs: now - last use >= fill time + lease lifetime of
-    // their class in the active policy. Returns how many were deleted.
-    Result<size_t> collect_idle_sources(uint64_t now_ns) override;
+    // A scan of the source table (mapped into this process: no syscalls).
+    Result<SourceTableUsage> source_table() override;
+    // Empties the source table: every source starts over with a full bucket.
+    // For tests and benchmarks that reuse one loaded program.
+    void forget_sources();
     // The program's BPF run-time statistics (XdpOptions::run_time_stats).
     DecisionCost decision_cost() override;
     bool decision_cost_enabled() const override { return run_time_stats_; }
@@ -90,17 +87,28 @@ class XdpDataplane : public EnforcementPoint {
     // With XdpOptions::test_clock: the time every decision sees from now on.
     void set_test_clock(uint64_t now_ns);
     int program_fd() const;
+    // The key the source table's sets are chosen under (new at each load
+    // unless adopted with the pinned table).
+    const sluice_hash_key& hash_key() const { return hash_key_; }
+    uint32_t source_sets() const { return source_sets_; }
     uint32_t possible_cpus() const { return cpus_; }
     const std::array<uint64_t, static_cast<size_t>(SyscallOp::count)>& syscall_errors() const { return errors_; }
 
   private:
     XdpDataplane() = default;
     Status load(const XdpOptions& options);
+    Status read_pinned_meta();
+    std::string remove_hint() const;
     Status check_pinned_maps();
     Status adopt_or_stamp_meta();
+    Status map_source_table();
     Status adopt_pinned_links();
     Status wait_for_readers();
     Status write_slot(uint32_t slot, const CompiledPolicy& policy);
+    // The class entries a slot holds (those of defined classes).
+    Result<std::vector<sluice_class_entry>> read_classes(uint32_t slot);
+    // Now on the program's clock.
+    uint64_t now_ns() const;
     template <class LpmKey>
     Status clear_lpm_slot(int map_fd, uint32_t slot);
     static int on_ring_event(void* ctx, void* data, size_t size);
@@ -113,6 +121,15 @@ class XdpDataplane : public EnforcementPoint {
     struct RingBufferDeleter {
         void operator()(struct ::ring_buffer* rb) const;
     };
+    // The source table, mapped shared with the kernel.
+    struct Mapping {
+        void* address = nullptr;
+        size_t length = 0;
+        Mapping() = default;
+        Mapping(const Mapping&) = delete;
+        Mapping& operator=(const Mapping&) = delete;
+        ~Mapping();
+    };
 
     std::unique_ptr<struct ::sluice_bpf, SkeletonDeleter> skel_;
     std::unique_ptr<struct ::ring_buffer, RingBufferDeleter> events_;
@@ -122,6 +139,11 @@ class XdpDataplane : public EnforcementPoint {
     std::map<int, UniqueFd> links_;  // by ifindex
     std::string pin_dir_;
     uint32_t cpus_ = 0;
+    uint32_t source_sets_ = 0;
+    sluice_hash_key hash_key_{};
+    bool adopted_meta_ = false;  // hash_key_ came from pinned maps
+    bool test_clock_ = false;
+    Mapping sources_;
     bool run_time_stats_ = false;
     const std::function<void(const sluice_drop_event&)>* event_sink_ = nullptr;  // during drain_events
     std::mutex apply_mutex_;

@@ -16,19 +16,98 @@
  * push is plain element writes with no map creation on the hot path of a
  * push.
  *
- * State. Per-CPU maps on the fast path, shared spin-locked maps behind them
- * for lease mode (DESIGN.md section 4); buckets are keyed by class id, which
- * the control plane keeps stable per class name, so a new policy version
- * keeps every bucket.
+ * State. Sources live in one array of 64-byte sets shared by every CPU
+ * (sluice/source_table.h: GCRA, one compare-and-swap per admission, no lock);
+ * the class's new-source budget, the class aggregate and the global ceiling
+ * are per-CPU buckets with shared spin-locked ones behind them for lease
+ * mode. Class state is keyed by class id and source state by (class id,
+ * source prefix); the control plane keeps class ids stable per class name,
+ * so a new policy version keeps every bucket.
  */
 #include <linux/bpf.h>
 #include <linux/errno.h>
 #include <bpf/bpf_helpers.h>
 
+#include "sluice/source_table.h"
+
+/* The source level runs in global functions (below): the verifier checks a
+ * global function once, whatever state its caller is in, where inlined
+ * into sluice_decide the table's loops took it past its million
+ * instructions. A call carries what they need, by value. */
+struct sluice_source_call {
+	__u32 home, second;
+	__u64 tag, now, cost;
+	__u64 tolerance_ns, previous_tolerance_ns, previous_scale;
+	struct sluice_source_look look;
+	__u8 generation, on_table_full;
+	__u8 verdict, reason, level, table; /* a refusal's struct sluice_decision */
+	__u8 _pad[2];
+};
+__noinline int sluice_source_find_call(struct sluice_source_call *call);
+__noinline int sluice_source_charge_call(struct sluice_source_call *call);
+__noinline int sluice_source_settle_call(struct sluice_source_call *call);
+__noinline int sluice_source_commit_call(struct sluice_source_call *call);
+
+static __always_inline void call_make(struct sluice_source_call *call, const struct sluice_source_ref *src,
+				      __u64 cost, __u64 now, const struct sluice_source_look *look)
+{
+	__builtin_memset(call, 0, sizeof(*call));
+	call->home = src->home_index;
+	call->second = src->second_index;
+	call->tag = src->tag;
+	call->now = now;
+	call->cost = cost;
+	call->tolerance_ns = src->limit->current.tolerance_ns;
+	call->previous_tolerance_ns = src->limit->previous_tolerance_ns;
+	call->previous_scale = src->limit->previous_scale;
+	call->generation = src->limit->generation;
+	call->look = *look;
+	call->on_table_full = src->on_table_full;
+}
+
+/* A call lives in per-CPU scratch space, not on the stack, which a program
+ * and the functions it calls share 512 bytes of. Nothing preempts a program
+ * on its CPU (XDP runs in softirq; BPF_PROG_TEST_RUN with bottom halves off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sluice_source_call);
+} sluice_source_scratch SEC(".maps");
+
+/* sluice_decide's settle and commit: one call, the look and the decision
+ * copied back; no scratch (never) reads as an entry that stayed busy. */
+#define SOURCE_CALL(fn, src, cost, now, look_, d_)                                                   \
+	({                                                                                          \
+		__u32 zero_ = 0;                                                                    \
+		struct sluice_source_call *call_ = bpf_map_lookup_elem(&sluice_source_scratch, &zero_); \
+		int verdict_ = -1;                                                                  \
+		if (call_) {                                                                        \
+			call_make(call_, (src), (cost), (now), (look_));                            \
+			verdict_ = fn(call_);                                                       \
+			*(look_) = call_->look;                                                     \
+			(d_)->verdict = call_->verdict;                                             \
+			(d_)->reason = call_->reason;                                               \
+			(d_)->level = call_->level;                                                 \
+			(d_)->table = call_->table;                                                 \
+		}                                                                                   \
+		verdict_;                                                                           \
+	})
+#define SLUICE_SOURCE_SETTLE(src, cost, now, look, d) SOURCE_CALL(sluice_source_settle_call, src, cost, now, look, d)
+#define SLUICE_SOURCE_COMMIT(src, cost, now, look, d) SOURCE_CALL(sluice_source_commit_call, src, cost, now, look, d)
+/* Within those, the look is a call's own (the global functions below pass
+ * &call->look), so finding and charging run on the same call: no second
+ * copy on a stack that all frames share 512 bytes of. */
+#define CALL_OF(look) ((struct sluice_source_call *)((char *)(look) - __builtin_offsetof(struct sluice_source_call, look)))
+#define SLUICE_SOURCE_FIND(src, now, look) ((void)(now), (void)sluice_source_find_call(CALL_OF(look)))
+#define SLUICE_SOURCE_CHARGE(src, look, cost, now) ((void)(now), sluice_source_charge_call(CALL_OF(look)) > 0)
 #define SLUICE_SHARED_LOCK(shared) bpf_spin_lock(&(shared)->lock)
 #define SLUICE_SHARED_UNLOCK(shared) bpf_spin_unlock(&(shared)->lock)
 #include "sluice/decide.h"
 #include "bench_sources.h" /* off unless sluice-bench sets it */
+
+/* Sets in the source table unless the loader says otherwise: 1M entries. */
+#define SLUICE_DEFAULT_SETS (1 << 17)
 
 /* ---- load-time switches (set through the skeleton before load) ----------- */
 
@@ -39,12 +118,14 @@ const volatile __u8 sluice_use_test_clock = 0;
 const volatile __u8 sluice_use_coarse_clock = 0;
 /* One drop in (mask + 1) is sent as an event; mask is a power of two minus 1. */
 const volatile __u32 sluice_drop_sample_mask = 63;
+/* The source table has mask + 1 sets; the loader sets both. */
+const volatile __u32 sluice_set_mask = SLUICE_DEFAULT_SETS - 1;
+/* The keyed hash's key: drawn by the loader, or the pinned table's own. */
+const volatile struct sluice_hash_key sluice_hash_key = {};
 
 __u64 sluice_test_now_ns = 0;
 
 /* ---- maps ----------------------------------------------------------------- */
-
-#define SLUICE_DEFAULT_SOURCES (1 << 18)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -90,25 +171,31 @@ struct {
 	__type(value, __u32);
 } sluice_lpm_v6 SEC(".maps");
 
-/* Source level. The per-CPU table is LRU by default: idle sources are
- * evicted to make room; the loader may make it a plain hash instead. The
- * shared table of lease mode must be a plain hash: the kernel allows
- * bpf_spin_lock in HASH and ARRAY values but not in LRU_HASH. The control
- * plane deletes its idle entries (XdpDataplane::collect_idle_sources); when
- * a plain table is full, the class's on_table_full decides. */
+/* The source table. An ARRAY, so finding a set is inlined pointer
+ * arithmetic; mmapable, so its values start on a page boundary (every set
+ * is one cache line) and the daemon counts entries without a syscall. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
-	__uint(max_entries, SLUICE_DEFAULT_SOURCES);
-	__type(key, struct sluice_source_key);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_DEFAULT_SETS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct sluice_source_set);
+} sluice_sources SEC(".maps");
+
+/* The class's budget for new sources, by class id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SLUICE_MAX_CLASSES);
+	__type(key, __u32);
 	__type(value, struct sluice_cpu_bucket);
-} sluice_src_cpu SEC(".maps");
+} sluice_new_cpu SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, SLUICE_DEFAULT_SOURCES);
-	__type(key, struct sluice_source_key);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_MAX_CLASSES);
+	__type(key, __u32);
 	__type(value, struct sluice_shared_bucket);
-} sluice_src_shr SEC(".maps");
+} sluice_new_shr SEC(".maps");
 
 /* Class aggregate level, by class id. */
 struct {
@@ -217,25 +304,6 @@ static __always_inline __u32 classify(__u32 slot, const struct sluice_packet *pk
 	return class_id ? *class_id : default_class;
 }
 
-/* Find or create the state behind `key` in a source map. NULL means the
- * table could not take it (full, or out of memory). */
-static __always_inline void *source_state(void *map, const struct sluice_source_key *key, __u32 insert_stat)
-{
-	/* Large enough for either value type; a zeroed value is a new bucket. */
-	struct sluice_shared_bucket fresh = {};
-	void *state = bpf_map_lookup_elem(map, key);
-	long err;
-
-	if (state)
-		return state;
-	err = bpf_map_update_elem(map, key, &fresh, BPF_NOEXIST);
-	if (err && err != -EEXIST)
-		return NULL;
-	if (!err)
-		stat_add(insert_stat, 1);
-	return bpf_map_lookup_elem(map, key);
-}
-
 static __always_inline void send_drop_event(const struct sluice_source_key *key, __u32 frame_len, __u8 reason)
 {
 	struct sluice_drop_event *event;
@@ -279,20 +347,132 @@ static __always_inline int account(__u32 class_id, struct sluice_decision d, __u
 	return XDP_DROP;
 }
 
-/* Fill one level's refs; a level without a limit is left inactive. Returns 0
- * only when an enabled level's state is missing. */
+/* What a decision did to the source table, counted. */
+static __always_inline void count_table_event(__u8 event)
+{
+	if (event == SLUICE_TABLE_INSERTED || event == SLUICE_TABLE_EVICTED)
+		stat_add(SLUICE_STAT_SOURCE_INSERTS, 1);
+	if (event == SLUICE_TABLE_EVICTED)
+		stat_add(SLUICE_STAT_SOURCE_EVICTIONS, 1);
+	else if (event == SLUICE_TABLE_FULL)
+		stat_add(SLUICE_STAT_SOURCE_TABLE_FULL, 1);
+	else if (event == SLUICE_TABLE_CONTENDED)
+		stat_add(SLUICE_STAT_SOURCE_CONTENDED, 1);
+}
+
+/* The per-source level: the source's two sets. Returns 0 only when the
+ * class limits sources and a set is missing. */
+static __always_inline int source_ref(struct sluice_source_ref *ref, const struct sluice_class_entry *cls,
+				      const struct sluice_source_key *key)
+{
+	const struct sluice_hash_key *hash_key = (const struct sluice_hash_key *)&sluice_hash_key;
+
+	ref->limit = NULL;
+	ref->home = NULL;
+	ref->second = NULL;
+	if (!cls->per_source.enabled)
+		return 1;
+	/* The loader writes the key into read-only data after compilation: hide
+	 * the pointer from the compiler, which would fold the zeroes it sees. */
+	asm volatile("" : "+r"(hash_key));
+	sluice_source_ref_make(ref, cls, key, hash_key, sluice_set_mask);
+	ref->home = bpf_map_lookup_elem(&sluice_sources, &ref->home_index);
+	ref->second = bpf_map_lookup_elem(&sluice_sources, &ref->second_index);
+	return ref->home && ref->second;
+}
+
+/* The source level of a call, its sets found again: a global function knows
+ * nothing of its caller's pointers. */
+static __always_inline int call_ref(struct sluice_source_ref *ref, struct sluice_source_limit *limit,
+				    const struct sluice_source_call *call)
+{
+	limit->current.tolerance_ns = call->tolerance_ns;
+	limit->previous_tolerance_ns = call->previous_tolerance_ns;
+	limit->previous_scale = call->previous_scale;
+	limit->generation = call->generation;
+	ref->limit = limit;
+	ref->home = bpf_map_lookup_elem(&sluice_sources, &call->home);
+	ref->second = bpf_map_lookup_elem(&sluice_sources, &call->second);
+	ref->home_index = call->home;
+	ref->second_index = call->second;
+	ref->tag = call->tag;
+	ref->on_table_full = call->on_table_full;
+	return ref->home && ref->second;
+}
+
+__noinline int sluice_source_find_call(struct sluice_source_call *call)
+{
+	struct sluice_source_limit limit = {};
+	struct sluice_source_ref ref;
+
+	if (!call)
+		return -1;
+	if (!call_ref(&ref, &limit, call)) {
+		call->look.index = SLUICE_SOURCE_CANDIDATES; /* no sets: as if every entry were busy */
+		return -1;
+	}
+	sluice_source_find(&ref, call->now, &call->look);
+	return 0;
+}
+
+__noinline int sluice_source_charge_call(struct sluice_source_call *call)
+{
+	struct sluice_source_limit limit = {};
+	struct sluice_source_ref ref;
+
+	if (!call || !call_ref(&ref, &limit, call))
+		return 0;
+	return sluice_source_charge(&ref, &call->look, call->cost, call->now);
+}
+
+static __always_inline void call_decision(struct sluice_source_call *call, struct sluice_decision d)
+{
+	call->verdict = d.verdict;
+	call->reason = d.reason;
+	call->level = d.level;
+	call->table = d.table;
+}
+
+
+__noinline int sluice_source_settle_call(struct sluice_source_call *call)
+{
+	struct sluice_source_limit limit = {};
+	struct sluice_decision d = {};
+	struct sluice_source_ref ref;
+	int verdict;
+
+	if (!call || !call_ref(&ref, &limit, call))
+		return -1;
+	verdict = sluice_source_settle(&ref, call->cost, call->now, &call->look, &d);
+	call_decision(call, d);
+	return verdict;
+}
+
+__noinline int sluice_source_commit_call(struct sluice_source_call *call)
+{
+	struct sluice_source_limit limit = {};
+	struct sluice_decision d = {};
+	struct sluice_source_ref ref;
+	int verdict;
+
+	if (!call || !call_ref(&ref, &limit, call))
+		return -1;
+	verdict = sluice_source_commit(&ref, call->cost, call->now, &call->look, &d);
+	call_decision(call, d);
+	return verdict;
+}
+
+/* Fill one level's refs; the limit says whether the level is active. Both
+ * buckets are found whatever the limit (two inlined array lookups): refs
+ * that are always map values, never NULL for some levels and not others,
+ * keep the verifier's paths few. Returns 0 only when a bucket is missing. */
 static __always_inline int level_ref(struct sluice_level_ref *ref, const struct sluice_level_limit *limit,
 				     void *cpu_map, void *shared_map, __u32 index)
 {
 	ref->limit = limit;
-	ref->cpu = NULL;
-	ref->shared = NULL;
-	if (!limit->enabled)
-		return 1;
 	ref->cpu = bpf_map_lookup_elem(cpu_map, &index);
-	if (limit->accuracy == SLUICE_ACCURACY_LEASE)
-		ref->shared = bpf_map_lookup_elem(shared_map, &index);
-	return ref->cpu && (limit->accuracy != SLUICE_ACCURACY_LEASE || ref->shared);
+	ref->shared = bpf_map_lookup_elem(shared_map, &index);
+	return ref->cpu && ref->shared;
 }
 
 /* ---- the program -------------------------------------------------------------- */
@@ -302,10 +482,9 @@ int sluice_xdp(struct xdp_md *ctx)
 {
 	const __u8 *data = (const __u8 *)(long)ctx->data;
 	const __u8 *data_end = (const __u8 *)(long)ctx->data_end;
-	struct sluice_level_ref levels[SLUICE_LEVEL_COUNT];
+	struct sluice_levels levels;
 	const struct sluice_policy_header *policy;
 	const struct sluice_class_entry *cls;
-	const struct sluice_level_limit *src_limit;
 	struct sluice_source_key key;
 	struct sluice_decision d;
 	struct sluice_packet pkt;
@@ -339,32 +518,17 @@ int sluice_xdp(struct xdp_md *ctx)
 	if (sluice_decide_action(cls, &d))
 		return account(class_id, d, pkt.frame_len, &key);
 
-	/* Source level: found or created in the per-CPU table, and in the
-	 * shared one when the class leases. */
-	src_limit = &cls->per_source;
-	levels[SLUICE_LEVEL_SOURCE].limit = src_limit;
-	levels[SLUICE_LEVEL_SOURCE].cpu = NULL;
-	levels[SLUICE_LEVEL_SOURCE].shared = NULL;
-	if (src_limit->enabled) {
-		levels[SLUICE_LEVEL_SOURCE].cpu = source_state(&sluice_src_cpu, &key, SLUICE_STAT_SOURCE_INSERTS);
-		if (levels[SLUICE_LEVEL_SOURCE].cpu && src_limit->accuracy == SLUICE_ACCURACY_LEASE)
-			levels[SLUICE_LEVEL_SOURCE].shared =
-				source_state(&sluice_src_shr, &key, SLUICE_STAT_SHARED_SOURCE_INSERTS);
-		if (!levels[SLUICE_LEVEL_SOURCE].cpu ||
-		    (src_limit->accuracy == SLUICE_ACCURACY_LEASE && !levels[SLUICE_LEVEL_SOURCE].shared)) {
-			stat_add(SLUICE_STAT_SOURCE_TABLE_FULL, 1);
-			return account(class_id, sluice_decide_table_full(cls), pkt.frame_len, &key);
-		}
-	}
-
-	if (!level_ref(&levels[SLUICE_LEVEL_CLASS], &cls->aggregate, &sluice_cls_cpu, &sluice_cls_shr, class_id) ||
-	    !level_ref(&levels[SLUICE_LEVEL_GLOBAL], &policy->global, &sluice_glb_cpu, &sluice_glb_shr, 0)) {
+	if (!source_ref(&levels.source, cls, &key) ||
+	    !level_ref(&levels.new_sources, &cls->new_sources, &sluice_new_cpu, &sluice_new_shr, class_id) ||
+	    !level_ref(&levels.aggregate, &cls->aggregate, &sluice_cls_cpu, &sluice_cls_shr, class_id) ||
+	    !level_ref(&levels.global, &policy->global, &sluice_glb_cpu, &sluice_glb_shr, 0)) {
 		stat_add(SLUICE_STAT_STATE_LOOKUP_FAILED, 1);
 		return XDP_PASS;
 	}
 
 	/* Time is read only for packets that reach a bucket. */
-	d = sluice_decide(levels, pkt.frame_len, sluice_now());
+	d = sluice_decide(&levels, pkt.frame_len, sluice_now());
+	count_table_event(d.table);
 	return account(class_id, d, pkt.frame_len, &key);
 }
 

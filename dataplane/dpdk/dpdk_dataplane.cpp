@@ -5,8 +5,6 @@
 #include <rte_cycles.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
-#include <rte_hash.h>
-#include <rte_hash_crc.h>
 #include <rte_lpm.h>
 #include <rte_lpm6.h>
 #include <rte_malloc.h>
@@ -16,6 +14,8 @@
 #include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
+
+#include <sys/random.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -51,14 +51,6 @@ constexpr uint16_t kBurst = 32;
 // burst array holds.
 constexpr uint16_t kReleaseMax = 32;
 constexpr uint32_t kEventRingSize = 4096;
-// rte_hash returns key positions below the entries asked for, plus, with
-// several writers, the keys parked in per-lcore free-slot caches (up to 64
-// each). The shared bucket array is this much longer; a position past it is
-// treated as a full table rather than trusted.
-constexpr uint32_t kSharedSlotSlack = RTE_MAX_LCORE * 64;
-// Source entries a worker checks for idleness per poll while a collection
-// is on: small enough not to delay the burst noticeably.
-constexpr uint32_t kSweepBatch = 64;
 
 // TSC cycles to ns without overflow for centuries of uptime.
 __extension__ typedef unsigned __int128 uint128;
@@ -74,10 +66,6 @@ std::string table_name(const char* what) {
     static std::atomic<uint64_t> created{0};
     return std::string("sluice_") + what + "_" + std::to_string(created++);
 }
-
-struct HashDeleter {
-    void operator()(rte_hash* h) const { rte_hash_free(h); }
-};
 
 }  // namespace
 
@@ -100,11 +88,8 @@ struct ShapeQueue {
 struct alignas(RTE_CACHE_LINE_SIZE) WorkerState {
     uint32_t index;
     PortQueue rx, tx;
-    rte_hash* sources;                  // this worker's source table: key -> position
-    sluice_cpu_bucket* source_buckets;  // by position
-    uint32_t source_entries;            // in `sources`; never more than source_capacity
-    uint32_t source_capacity;
     alignas(RTE_CACHE_LINE_SIZE) sluice_cpu_bucket class_buckets[SLUICE_MAX_CLASSES];
+    sluice_cpu_bucket new_source_buckets[SLUICE_MAX_CLASSES];
     sluice_cpu_bucket global_bucket;
     // Written by this worker only; the control thread reads them relaxed.
     alignas(RTE_CACHE_LINE_SIZE) sluice_counter counters[SLUICE_COUNTER_SLOTS];
@@ -112,13 +97,6 @@ struct alignas(RTE_CACHE_LINE_SIZE) WorkerState {
     uint64_t decide_cycles, decisions;
     uint64_t drops_seen;  // drives 1-in-N drop event sampling
     rte_ring* events;     // sampled drops, single producer (this worker), single consumer (control)
-    // Idle collection of this worker's table, asked for by the control
-    // thread (collect_idle_sources) and done here, a batch per poll.
-    uint8_t sweep_requested;  // atomic: set by control, cleared by the worker
-    uint64_t sweep_now_ns;    // the time the request judges idleness at
-    uint32_t sweep_cursor;
-    uint64_t swept;           // entries this worker deleted; atomic reads by control
-    uint64_t swept_reported;  // control thread only: `swept` at the last collection
     ShapeQueue queues[SLUICE_MAX_CLASSES];
     uint64_t queued_classes[SLUICE_MAX_CLASSES / 64];  // bit per class with a non-empty queue
 };
@@ -131,12 +109,13 @@ struct DpdkDataplane::Slot {
 };
 
 struct DpdkDataplane::Shared {
-    std::unique_ptr<rte_hash, HashDeleter> sources;  // lock-free reads, locked writes
-    uint32_t capacity = 0;  // the table is created larger: rte_hash's minimum, per-lcore caches
-    uint32_t slots = 0;     // length of source_buckets
-    sluice_shared_bucket* source_buckets = nullptr;  // by position
-    sluice_shared_bucket* classes = nullptr;         // [SLUICE_MAX_CLASSES]
-    sluice_shared_bucket* global = nullptr;          // [1]
+    // The source table: every worker's, as the XDP program's is every CPU's.
+    sluice_source_set* sets = nullptr;
+    uint32_t set_count = 0;  // a power of two
+    sluice_hash_key hash_key{};
+    sluice_shared_bucket* classes = nullptr;      // [SLUICE_MAX_CLASSES]
+    sluice_shared_bucket* new_sources = nullptr;  // [SLUICE_MAX_CLASSES]
+    sluice_shared_bucket* global = nullptr;       // [1]
 };
 
 // ---- the fast path -------------------------------------------------------------
@@ -212,49 +191,37 @@ class WorkerPath {
         return slot.header.default_class_id;
     }
 
-    // The class and global levels of this worker for `cls`.
-    static void upper_levels(sluice_level_ref* levels, const Slot& slot, const sluice_class_entry& cls,
-                             WorkerState* state, Shared* shared) {
+    // Every level of `cls` on this worker but the source's two sets, which
+    // decide_burst finds (and prefetches) for the whole burst first.
+    static void levels_of(sluice_levels* levels, const Slot& slot, const sluice_class_entry& cls,
+                          const sluice_source_key& key, WorkerState* state, Shared* shared) {
         const uint32_t id = cls.class_id % SLUICE_MAX_CLASSES;
-        levels[SLUICE_LEVEL_CLASS] = {&cls.aggregate, &state->class_buckets[id], &shared->classes[id]};
-        levels[SLUICE_LEVEL_GLOBAL] = {&slot.header.global, &state->global_bucket, shared->global};
+        upper_levels(levels, slot, cls, state, shared);
+        sluice_source_ref_make(&levels->source, &cls, &key, &shared->hash_key, shared->set_count - 1);
+        levels->new_sources = {&cls.new_sources, &state->new_source_buckets[id], &shared->new_sources[id]};
     }
 
-    // Finds or creates the source's state in this worker's table, and in the
-    // shared one for lease accuracy. False: a table is full.
-    static bool source_level(sluice_level_ref* ref, const sluice_class_entry& cls, const sluice_source_key& key,
-                             int32_t position, WorkerState* state, Shared* shared) {
-        const sluice_level_limit* limit = &cls.per_source;
-        *ref = {limit, nullptr, nullptr};
-        if (!limit->enabled) return true;
-        if (position < 0) {
-            // Not found by the burst's bulk lookup; an earlier frame of the
-            // same burst may have created it since.
-            position = rte_hash_lookup(state->sources, &key);
-            if (position < 0) {
-                if (state->source_entries >= state->source_capacity) return false;
-                position = rte_hash_add_key(state->sources, &key);
-                if (position < 0) return false;
-                state->source_entries++;
-                state->source_buckets[position] = sluice_cpu_bucket{};  // new: full at first use
-                state->stats[SLUICE_STAT_SOURCE_INSERTS]++;
-            }
-        }
-        ref->cpu = &state->source_buckets[position];
-        if (limit->accuracy != SLUICE_ACCURACY_LEASE) return true;
-        int32_t shared_position = rte_hash_lookup(shared->sources.get(), &key);
-        if (shared_position < 0) {
-            // Counting is exact but not cheap: only new sources pay for it.
-            if (rte_hash_count(shared->sources.get()) >= static_cast<int32_t>(shared->capacity)) return false;
-            // Freed entries were zeroed before their position was released,
-            // so a new entry starts as a new (full) bucket.
-            shared_position = rte_hash_add_key(shared->sources.get(), &key);
-            if (shared_position < 0) return false;
-            state->stats[SLUICE_STAT_SHARED_SOURCE_INSERTS]++;
-        }
-        if (static_cast<uint32_t>(shared_position) >= shared->slots) return false;  // see kSharedSlotSlack
-        ref->shared = &shared->source_buckets[shared_position];
-        return true;
+    // The class aggregate and global ceiling of `cls` on this worker; no
+    // source level (what a shaped frame leaves its queue through).
+    static void upper_levels(sluice_levels* levels, const Slot& slot, const sluice_class_entry& cls, WorkerState* state,
+                             Shared* shared) {
+        const uint32_t id = cls.class_id % SLUICE_MAX_CLASSES;
+        *levels = sluice_levels{};
+        levels->aggregate = {&cls.aggregate, &state->class_buckets[id], &shared->classes[id]};
+        levels->global = {&slot.header.global, &state->global_bucket, shared->global};
+    }
+
+    static sluice_decision decide(BurstContext& ctx, const sluice_levels& levels, uint32_t frame_len) {
+        const sluice_decision d = sluice_decide(&levels, frame_len, ctx.now);
+        count_table_event(ctx.state, d.table);
+        return d;
+    }
+
+    static void count_table_event(WorkerState* state, uint8_t event) {
+        if (event == SLUICE_TABLE_INSERTED || event == SLUICE_TABLE_EVICTED) state->stats[SLUICE_STAT_SOURCE_INSERTS]++;
+        if (event == SLUICE_TABLE_EVICTED) state->stats[SLUICE_STAT_SOURCE_EVICTIONS]++;
+        if (event == SLUICE_TABLE_FULL) state->stats[SLUICE_STAT_SOURCE_TABLE_FULL]++;
+        if (event == SLUICE_TABLE_CONTENDED) state->stats[SLUICE_STAT_SOURCE_CONTENDED]++;
     }
 
     // The worker's own share of the class rate, in nano-units per ns, for
@@ -298,30 +265,34 @@ class WorkerPath {
     // admits it and nothing waits ahead of it; otherwise held in the class's
     // queue if the queue has room and the frame's predicted wait is within the
     // class's max delay; otherwise refused, by reason.
-    static void shape(BurstContext& ctx, rte_mbuf* m, const sluice_class_entry& cls, sluice_level_ref* levels,
+    static void shape(BurstContext& ctx, rte_mbuf* m, const sluice_class_entry& cls, const sluice_levels& levels,
                       const sluice_source_key& key, uint32_t frame_len) {
         WorkerState* state = ctx.state;
         const uint32_t id = cls.class_id % SLUICE_MAX_CLASSES;
         ShapeQueue& q = state->queues[id];
-        const sluice_level_ref& src = levels[SLUICE_LEVEL_SOURCE];
-        const bool src_on = sluice_level_active(&src);
-        const uint64_t src_cost = src_on ? sluice_level_cost_nano(src.limit, frame_len) : 0;
 
         if (q.count == 0) {
-            const sluice_decision d = sluice_decide(levels, frame_len, ctx.now);
+            const sluice_decision d = decide(ctx, levels, frame_len);
             if (d.verdict == SLUICE_VERDICT_PASS || d.level != SLUICE_LEVEL_CLASS) {
                 finish(ctx, m, cls.class_id, d, frame_len, &key);
                 return;
             }
-            // Only the class refused: the source level holds its cost.
-        } else if (src_on && !sluice_level_check(&src, src_cost, ctx.now)) {
-            finish(ctx, m, cls.class_id,
-                   sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_SOURCE, SLUICE_LEVEL_SOURCE), frame_len,
-                   &key);
-            return;
+            // Only the class refused, so far nothing is spent.
+        } else if (sluice_source_active(&levels.source)) {
+            // Frames wait: this one's source is checked before the queue.
+            sluice_source_look look{};
+            sluice_decision d{};
+            const int verdict = sluice_source_settle(
+                &levels.source, sluice_source_cost_ns(&levels.source.limit->current, frame_len), ctx.now, &look, &d);
+            if (verdict <= 0) {
+                if (verdict < 0) d = sluice_contended();
+                count_table_event(state, d.table);
+                finish(ctx, m, cls.class_id, d, frame_len, &key);
+                return;
+            }
         }
 
-        const sluice_level_ref& agg = levels[SLUICE_LEVEL_CLASS];
+        const sluice_level_ref& agg = levels.aggregate;
         const uint64_t cost = sluice_level_cost_nano(agg.limit, frame_len);
         uint8_t refused = SLUICE_REASON_COUNT;
         if (q.count >= cls.shape.queue_packets) {
@@ -341,7 +312,16 @@ class WorkerPath {
                    frame_len, &key);
             return;
         }
-        if (src_on) sluice_level_commit(&src, src_cost);
+        // Joining the queue pays the levels below the aggregate (the source
+        // and the new-source budget); leaving it pays the rest.
+        sluice_levels lower = levels;
+        lower.aggregate = sluice_level_ref{};
+        lower.global = sluice_level_ref{};
+        const sluice_decision paid = decide(ctx, lower, frame_len);
+        if (paid.verdict != SLUICE_VERDICT_PASS) {
+            finish(ctx, m, cls.class_id, paid, frame_len, &key);
+            return;
+        }
         q.ring[(q.head + q.count) & (q.capacity - 1)] = {m, ctx.now + cls.shape.max_delay_ns};
         q.count++;
         q.cost_nano += cost;
@@ -370,9 +350,8 @@ class WorkerPath {
         // A new version may have stopped shaping the class: what it held was
         // admitted to the queue, so it goes out now.
         const bool still_shaped = cls.action == SLUICE_ACTION_LIMIT && cls.shape.queue_packets != 0;
-        sluice_level_ref levels[SLUICE_LEVEL_COUNT];
-        levels[SLUICE_LEVEL_SOURCE] = {nullptr, nullptr, nullptr};
-        upper_levels(levels, slot, cls, state, ctx.shared);
+        sluice_levels levels;
+        upper_levels(&levels, slot, cls, state, ctx.shared);
         while (q.count > 0 && ctx.release_room()) {
             const ShapedFrame frame = q.ring[q.head];
             const uint32_t frame_len = frame.mbuf->pkt_len;
@@ -384,7 +363,7 @@ class WorkerPath {
                         sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_DEADLINE, SLUICE_LEVEL_CLASS),
                         frame_len);
                     ctx.dropped[ctx.drops++] = frame.mbuf;
-                } else if (sluice_decide(levels, frame_len, ctx.now).verdict == SLUICE_VERDICT_PASS) {
+                } else if (sluice_decide(&levels, frame_len, ctx.now).verdict == SLUICE_VERDICT_PASS) {
                     count_decision(state, id,
                                    sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_SHAPED, SLUICE_LEVEL_NONE),
                                    frame_len);
@@ -405,22 +384,20 @@ class WorkerPath {
         if (q.count == 0) state->queued_classes[id / 64] &= ~(1ull << (id % 64));
     }
 
-    // Decides a burst. Two passes so the source table is searched with one
-    // bulk lookup (which prefetches) instead of a cache miss per frame.
+    // Decides a burst in two passes, as DPDK's own table lookups do: the
+    // first parses, classifies and hashes every frame and prefetches both of
+    // its source's sets; by the second, which decides, they are in cache.
     static void decide_burst(BurstContext& ctx, const Slot& slot, rte_mbuf** pkts, uint16_t n) {
         WorkerState* state = ctx.state;
+        Shared* shared = ctx.shared;
         sluice_packet parsed[kBurst];
         const sluice_class_entry* classes[kBurst];
         sluice_source_key keys[kBurst];
-        const void* lookup_keys[kBurst];
-        uint16_t lookup_of[kBurst];
-        int32_t positions[kBurst];
-        uint16_t lookups = 0;
+        sluice_levels levels[kBurst];
 
         for (uint16_t i = 0; i < n; i++) {
             rte_mbuf* m = pkts[i];
             classes[i] = nullptr;
-            const uint8_t* data;
             // The parser checks IP lengths against the frame: a frame split
             // over segments must be one piece first.
             if (m->nb_segs > 1 && rte_pktmbuf_linearize(m) != 0) {
@@ -431,18 +408,20 @@ class WorkerPath {
                 parsed[i].frame_len = m->pkt_len;
                 continue;
             }
-            data = rte_pktmbuf_mtod(m, const uint8_t*);
+            const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
             sluice_parse(data, data + m->data_len, &parsed[i]);
             if (parsed[i].status != SLUICE_PARSE_OK) continue;
             const sluice_class_entry& cls = slot.classes[classify(slot, parsed[i]) % SLUICE_MAX_CLASSES];
             classes[i] = &cls;
             sluice_source_key_make(&keys[i], &parsed[i], &cls);
-            if (cls.action == SLUICE_ACTION_LIMIT && cls.per_source.enabled) {
-                lookup_keys[lookups] = &keys[i];
-                lookup_of[i] = lookups++;
-            }
+            if (cls.action != SLUICE_ACTION_LIMIT) continue;
+            levels_of(&levels[i], slot, cls, keys[i], state, shared);
+            if (!cls.per_source.enabled) continue;
+            levels[i].source.home = &shared->sets[levels[i].source.home_index];
+            levels[i].source.second = &shared->sets[levels[i].source.second_index];
+            rte_prefetch0(levels[i].source.home);
+            rte_prefetch0(levels[i].source.second);
         }
-        if (lookups > 0) rte_hash_lookup_bulk(state->sources, lookup_keys, lookups, positions);
 
         for (uint16_t i = 0; i < n; i++) {
             rte_mbuf* m = pkts[i];
@@ -458,43 +437,11 @@ class WorkerPath {
                 finish(ctx, m, cls.class_id, d, frame_len, &keys[i]);
                 continue;
             }
-            sluice_level_ref levels[SLUICE_LEVEL_COUNT];
-            const int32_t position = cls.per_source.enabled ? positions[lookup_of[i]] : -1;
-            if (!source_level(&levels[SLUICE_LEVEL_SOURCE], cls, keys[i], position, state, ctx.shared)) {
-                state->stats[SLUICE_STAT_SOURCE_TABLE_FULL]++;
-                finish(ctx, m, cls.class_id, sluice_decide_table_full(&cls), frame_len, &keys[i]);
-                continue;
-            }
-            upper_levels(levels, slot, cls, state, ctx.shared);
             if (cls.shape.queue_packets != 0 && cls.aggregate.enabled) {
-                shape(ctx, m, cls, levels, keys[i], frame_len);
+                shape(ctx, m, cls, levels[i], keys[i], frame_len);
                 continue;
             }
-            finish(ctx, m, cls.class_id, sluice_decide(levels, frame_len, ctx.now), frame_len, &keys[i]);
-        }
-    }
-
-    // One batch of the collection the control thread asked for: this worker
-    // is the only writer of its table, so nothing else can hold a position
-    // it frees. Done when the walk wraps.
-    static void sweep(WorkerState* state, const Slot& slot) {
-        if (__atomic_load_n(&state->sweep_requested, __ATOMIC_ACQUIRE) == 0) return;
-        for (uint32_t i = 0; i < kSweepBatch; i++) {
-            const void* key = nullptr;
-            void* data = nullptr;
-            const int32_t position = rte_hash_iterate(state->sources, &key, &data, &state->sweep_cursor);
-            if (position < 0) {
-                state->sweep_cursor = 0;
-                __atomic_store_n(&state->sweep_requested, 0, __ATOMIC_RELEASE);
-                return;
-            }
-            const auto* source = static_cast<const sluice_source_key*>(key);
-            const sluice_class_entry& cls = slot.classes[source->class_id % SLUICE_MAX_CLASSES];
-            if (sluice_source_is_idle(&cls, 0, state->source_buckets[position].stamp_ns, state->sweep_now_ns) &&
-                rte_hash_del_key(state->sources, source) >= 0) {
-                state->source_entries--;
-                __atomic_store_n(&state->swept, state->swept + 1, __ATOMIC_RELAXED);
-            }
+            finish(ctx, m, cls.class_id, decide(ctx, levels[i], frame_len), frame_len, &keys[i]);
         }
     }
 };
@@ -530,7 +477,6 @@ uint16_t Worker::poll_once() {
         // Frames already waiting go first: they are older than this burst.
         WorkerPath::release(ctx, slot);
         if (received > 0) WorkerPath::decide_burst(ctx, slot, pkts, received);
-        WorkerPath::sweep(state, slot);
     }
     if (received > 0) {
         state->decide_cycles += rte_rdtsc() - start;
@@ -574,7 +520,11 @@ uint32_t Worker::queued(uint32_t class_id) const { return state_->queues[class_i
 Result<std::unique_ptr<DpdkDataplane>> DpdkDataplane::create(const DpdkOptions& options) {
     if (options.workers == 0 || options.workers > RTE_MAX_LCORE)
         return Error{"workers must be in 1.." + std::to_string(RTE_MAX_LCORE)};
-    if (options.source_capacity == 0) return Error{"source_capacity must be at least 1"};
+    const uint64_t min_capacity = uint64_t{SLUICE_SOURCE_SETS_MIN} * SLUICE_SET_WAYS;
+    const uint64_t max_capacity = uint64_t{SLUICE_SOURCE_SETS_MAX} * SLUICE_SET_WAYS;
+    if (options.source_capacity < min_capacity || options.source_capacity > max_capacity)
+        return Error{"source_capacity must be in " + std::to_string(min_capacity) + ".." +
+                     std::to_string(max_capacity)};
     if (options.drop_sample_period == 0 || (options.drop_sample_period & (options.drop_sample_period - 1)) != 0)
         return Error{"drop_sample_period must be a power of two"};
     std::unique_ptr<DpdkDataplane> dataplane(new DpdkDataplane());
@@ -593,33 +543,24 @@ Status DpdkDataplane::allocate(const DpdkOptions& options) {
     if (qsbr_ == nullptr || rte_rcu_qsbr_init(qsbr_, options.workers) != 0)
         return Error{rte_error("allocating the RCU state of " + std::to_string(options.workers) + " workers")};
 
-    // rte_hash needs at least a bucket's worth of entries; the capacity is
-    // enforced by counting instead.
-    rte_hash_parameters params{};
-    params.entries = std::max<uint32_t>(options.source_capacity, 16);
-    shared_->capacity = options.source_capacity;
-    shared_->slots = params.entries + kSharedSlotSlack;
-    params.key_len = sizeof(sluice_source_key);
-    params.hash_func = rte_hash_crc;  // SSE4.2 CRC32: a few ns for a 24-byte key
-    params.socket_id = socket;
-    // The shared table is written by every worker (adds) and the control
-    // thread (idle deletes) and read lock-free; positions of deleted keys are
-    // released only after a grace period (collect_idle_sources).
-    const std::string shared_name = table_name("shared");
-    params.name = shared_name.c_str();
-    params.extra_flag =
-        RTE_HASH_EXTRA_FLAGS_MULTI_WRITER_ADD | RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF | RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
-    shared_->sources.reset(rte_hash_create(&params));
-    if (!shared_->sources) return Error{rte_error("creating the shared source table")};
-    shared_->source_buckets = static_cast<sluice_shared_bucket*>(rte_zmalloc_socket(
-        "sluice_shared_sources", sizeof(sluice_shared_bucket) * shared_->slots, RTE_CACHE_LINE_SIZE, socket));
+    // The source table: a power of two of sets, chosen by a key nobody
+    // outside this process knows.
+    shared_->set_count = SLUICE_SOURCE_SETS_MIN;
+    while (uint64_t{shared_->set_count} * SLUICE_SET_WAYS < options.source_capacity) shared_->set_count *= 2;
+    if (getrandom(&shared_->hash_key, sizeof(shared_->hash_key), 0) != static_cast<ssize_t>(sizeof(shared_->hash_key)))
+        return Error{std::string("drawing the source table's hash key: ") + std::strerror(errno)};
+    shared_->sets = static_cast<sluice_source_set*>(rte_zmalloc_socket(
+        "sluice_sources", sizeof(sluice_source_set) * shared_->set_count, RTE_CACHE_LINE_SIZE, socket));
     shared_->classes = static_cast<sluice_shared_bucket*>(rte_zmalloc_socket(
         "sluice_shared_classes", sizeof(sluice_shared_bucket) * SLUICE_MAX_CLASSES, RTE_CACHE_LINE_SIZE, socket));
+    shared_->new_sources = static_cast<sluice_shared_bucket*>(rte_zmalloc_socket(
+        "sluice_shared_new_sources", sizeof(sluice_shared_bucket) * SLUICE_MAX_CLASSES, RTE_CACHE_LINE_SIZE, socket));
     shared_->global = static_cast<sluice_shared_bucket*>(
         rte_zmalloc_socket("sluice_shared_global", sizeof(sluice_shared_bucket), RTE_CACHE_LINE_SIZE, socket));
-    if (!shared_->source_buckets || !shared_->classes || !shared_->global)
-        return Error{"out of DPDK memory for the shared tables (" + std::to_string(options.source_capacity) +
-                     " sources): raise the EAL's -m"};
+    if (!shared_->sets || !shared_->classes || !shared_->new_sources || !shared_->global)
+        return Error{"out of DPDK memory for the source table (" +
+                     std::to_string(uint64_t{shared_->set_count} * SLUICE_SET_WAYS) +
+                     " entries) and shared buckets: raise the EAL's -m"};
 
     for (uint32_t i = 0; i < options.workers; i++) {
         auto* state = static_cast<WorkerState*>(
@@ -628,20 +569,6 @@ Status DpdkDataplane::allocate(const DpdkOptions& options) {
             return Error{"out of DPDK memory for worker " + std::to_string(i) + ": raise the EAL's -m"};
         states_.push_back(state);
         state->index = i;
-        state->source_capacity = options.source_capacity;
-        // Each worker's own table: one writer, no readers elsewhere, so no
-        // concurrency flags (the fastest rte_hash there is).
-        const std::string name = table_name("sources");
-        params.name = name.c_str();
-        params.extra_flag = RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
-        state->sources = rte_hash_create(&params);
-        if (state->sources == nullptr)
-            return Error{rte_error("creating the source table of worker " + std::to_string(i))};
-        state->source_buckets = static_cast<sluice_cpu_bucket*>(rte_zmalloc_socket(
-            "sluice_sources", sizeof(sluice_cpu_bucket) * params.entries, RTE_CACHE_LINE_SIZE, socket));
-        if (state->source_buckets == nullptr)
-            return Error{"out of DPDK memory for the source buckets of worker " + std::to_string(i) +
-                         ": raise the EAL's -m"};
         const std::string ring = table_name("events");
         state->events = rte_ring_create_elem(ring.c_str(), sizeof(sluice_drop_event), kEventRingSize, socket,
                                              RING_F_SP_ENQ | RING_F_SC_DEQ);
@@ -666,8 +593,6 @@ DpdkDataplane::~DpdkDataplane() {
             rte_free(q.ring);
         }
         rte_ring_free(state->events);
-        rte_free(state->source_buckets);
-        rte_hash_free(state->sources);
         rte_free(state);
     }
     if (slots_) {
@@ -677,8 +602,9 @@ DpdkDataplane::~DpdkDataplane() {
         }
     }
     if (shared_) {
-        rte_free(shared_->source_buckets);
+        rte_free(shared_->sets);
         rte_free(shared_->classes);
+        rte_free(shared_->new_sources);
         rte_free(shared_->global);
     }
     rte_free(qsbr_);
@@ -742,8 +668,14 @@ Status DpdkDataplane::write_slot(Slot& slot, const CompiledPolicy& policy) {
 Status DpdkDataplane::apply(const CompiledPolicy& policy) {
     if (auto status = validate(policy); !status) return status;
     std::lock_guard lock(apply_mutex_);
+    const Slot& running = slots_[active_.load(std::memory_order_relaxed)];
+    std::vector<sluice_class_entry> running_classes;
+    for (const sluice_class_entry& cls : running.classes)
+        if (cls.class_id != SLUICE_CLASS_UNCLASSIFIED) running_classes.push_back(cls);
+    CompiledPolicy carried = policy;
+    carry_previous_source_limits(running_classes, carried);
     const uint32_t next = (active_.load(std::memory_order_relaxed) + 1) % SLUICE_POLICY_SLOTS;
-    if (auto status = write_slot(slots_[next], policy); !status) return status;
+    if (auto status = write_slot(slots_[next], carried); !status) return status;
     active_.store(next, std::memory_order_release);
     // Once every online worker has passed a quiescent state, none reads the
     // old slot: the next apply may rewrite it.
@@ -788,55 +720,8 @@ Result<size_t> DpdkDataplane::drain_events(const std::function<void(const sluice
     return drained;
 }
 
-Result<std::pair<size_t, size_t>> DpdkDataplane::source_counts() {
-    size_t per_worker = 0;
-    for (const WorkerState* state : states_) per_worker += __atomic_load_n(&state->source_entries, __ATOMIC_RELAXED);
-    return std::pair<size_t, size_t>(per_worker, static_cast<size_t>(rte_hash_count(shared_->sources.get())));
-}
-
-Result<size_t> DpdkDataplane::collect_idle_sources(uint64_t now_ns) {
-    std::lock_guard lock(apply_mutex_);  // the slot read below stays active meanwhile
-    // Workers' own tables: ask each to walk its table; what they deleted
-    // since the last call is reported now.
-    size_t deleted = 0;
-    for (WorkerState* state : states_) {
-        const uint64_t swept = __atomic_load_n(&state->swept, __ATOMIC_RELAXED);
-        deleted += swept - state->swept_reported;
-        state->swept_reported = swept;
-        if (__atomic_load_n(&state->sweep_requested, __ATOMIC_ACQUIRE) == 0) {
-            state->sweep_now_ns = now_ns;
-            __atomic_store_n(&state->sweep_requested, 1, __ATOMIC_RELEASE);
-        }
-    }
-    const Slot& slot = slots_[active_.load(std::memory_order_acquire)];
-    rte_hash* table = shared_->sources.get();
-    std::vector<sluice_source_key> stale;
-    const void* key = nullptr;
-    void* data = nullptr;
-    uint32_t cursor = 0;
-    int32_t position;
-    while ((position = rte_hash_iterate(table, &key, &data, &cursor)) >= 0) {
-        const auto* source = static_cast<const sluice_source_key*>(key);
-        const sluice_shared_bucket& bucket = shared_->source_buckets[position];
-        if (sluice_source_is_idle(&slot.classes[source->class_id % SLUICE_MAX_CLASSES], 1,
-                                  __atomic_load_n(&bucket.last_ns, __ATOMIC_RELAXED), now_ns))
-            stale.push_back(*source);
-    }
-    std::vector<int32_t> freed;
-    for (const sluice_source_key& source : stale) {
-        const int32_t deleted = rte_hash_del_key(table, &source);
-        if (deleted >= 0) freed.push_back(deleted);
-    }
-    if (freed.empty()) return deleted;
-    // A worker that looked the key up before the delete may still use its
-    // bucket: only after a grace period is the position free to reuse, and
-    // zeroed so its next key starts as a new bucket.
-    rte_rcu_qsbr_synchronize(qsbr_, RTE_QSBR_THRID_INVALID);
-    for (const int32_t p : freed) {
-        shared_->source_buckets[p] = sluice_shared_bucket{};
-        rte_hash_free_key_with_position(table, p);
-    }
-    return deleted + freed.size();
+Result<SourceTableUsage> DpdkDataplane::source_table() {
+    return count_sources(shared_->sets, shared_->set_count, now_ns());
 }
 
 DecisionCost DpdkDataplane::decision_cost() {

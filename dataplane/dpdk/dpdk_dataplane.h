@@ -2,13 +2,13 @@
 // The DPDK dataplane behind sluice-dpdk: the same decision core as the XDP
 // program (dataplane/include/sluice/), over tables a DPDK process owns.
 //
-// State. Each worker (one per lcore, each with its own RX queue) owns its
-// source table (an rte_hash no other thread writes), its class and global
-// buckets, counters and shaping queues, all cache-aligned and allocated on
-// its socket: the fast path takes no lock and shares no cache line. Behind
-// them sit shared tables for lease accuracy (a lock-free rte_hash of source
-// buckets and arrays for the class and global levels), exactly as the XDP
-// program's per-CPU and shared maps: same semantics, same bound.
+// State. Sources live in one table all workers share (the core's
+// source_table.h: GCRA, one compare-and-swap per admission, no lock), as the
+// XDP program's sources live in one map all CPUs share. Each worker (one per
+// lcore, each with its own RX queue) owns its class, new-source and global
+// buckets, counters and shaping queues, cache-aligned and allocated on its
+// socket; behind them sit shared buckets for lease accuracy, exactly as the
+// XDP program's per-CPU and shared maps: same semantics, same bound.
 //
 // Policy versions. Two slots, as in XDP: apply() writes the inactive slot
 // (header, class entries, fresh rte_lpm/rte_lpm6 tries), flips the active
@@ -35,7 +35,6 @@
 #include "result.h"
 #include "sluice/abi.h"
 
-struct rte_hash;
 struct rte_lpm;
 struct rte_lpm6;
 struct rte_mbuf;
@@ -48,8 +47,9 @@ struct DpdkOptions {
     // Workers that will decide packets; policies are compiled for this many
     // (split accuracy gives each rate/workers and burst/workers).
     uint32_t workers = 1;
-    // Entries in each worker's source table and in the shared (lease) one.
-    uint32_t source_capacity = 1u << 18;
+    // Entries in the source table all workers share, rounded up to a power
+    // of two of 8-entry sets (16 .. 2^26 entries; 8 bytes each).
+    uint32_t source_capacity = 1u << 20;
     // One drop in this many becomes a drop event (hot sources); a power of two.
     uint32_t drop_sample_period = 64;
     // Read time from set_test_clock() instead of the TSC.
@@ -105,10 +105,7 @@ class DpdkDataplane final : public EnforcementPoint {
     Result<std::vector<sluice_counter>> counters() override;
     Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats() override;
     Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event) override;
-    Result<std::pair<size_t, size_t>> source_counts() override;
-    // Shared (lease) entries are deleted here, after a grace period; each
-    // worker collects its own table as it polls (it is the only writer).
-    Result<size_t> collect_idle_sources(uint64_t now_ns) override;
+    Result<SourceTableUsage> source_table() override;
     DecisionCost decision_cost() override;
     bool decision_cost_enabled() const override { return true; }
     std::string kind() const override { return "dpdk"; }

@@ -3,6 +3,7 @@
 // ring buffer event that names the source and stands for `period` drops.
 #include <gtest/gtest.h>
 
+#include "common/verdict_scenarios.h"
 #include "xdp_fixture.h"
 
 namespace sluice::test {
@@ -87,23 +88,26 @@ TEST_F(XdpDropEvents, UnparsedDropsSendNoEvents) {
 class XdpTableFullEvents : public XdpTest {
   protected:
     XdpOptions options() const override {
-        return XdpOptions{.test_clock = true, .source_capacity = 2, .source_lru = false, .pin_dir = {}};
+        return XdpOptions{.test_clock = true, .source_capacity = scenarios::kTableFullCapacity, .pin_dir = {}};
     }
     bool fresh_dataplane() const override { return true; }
 };
 
 TEST_F(XdpTableFullEvents, TableFullDropsAreSampledWithTheirReason) {
-    apply(policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 1}, .table_full_verdict = kDrop}).build());
-    EXPECT_EQ(verdicts(udp_from("192.0.2.1"), 1), "P");
-    EXPECT_EQ(verdicts(udp_from("192.0.2.2"), 1), "P");
+    apply(policy()
+              .add({.id = 1, .per_source = Limit{.rate = 1, .burst = 1}, .on_table_full = SLUICE_TABLE_FULL_CLOSED})
+              .build());
+    for (int i = 1; i <= static_cast<int>(scenarios::kTableFullCapacity); i++)
+        EXPECT_EQ(verdicts(udp_from(scenarios::table_source(i)), 1), "P");
     // Default period 64: the first drop on this CPU is the one sampled.
-    EXPECT_EQ(verdicts(udp_from("192.0.2.3"), 3), "DDD");
-    EXPECT_EQ(verdicts(udp_from("192.0.2.1"), 1), "D");
+    const std::string newcomer = scenarios::table_source(99);
+    EXPECT_EQ(verdicts(udp_from(newcomer), 3), "DDD");
+    EXPECT_EQ(verdicts(udp_from(scenarios::table_source(1)), 1), "D");
     const auto events = drain_events();
     ASSERT_EQ(events.size(), 1u);
     EXPECT_EQ(events[0].reason, SLUICE_REASON_TABLE_FULL);
     EXPECT_EQ(events[0].source.class_id, 1u);
-    EXPECT_EQ(std::memcmp(events[0].source.addr, PacketBuilder::address("192.0.2.3").data(), 16), 0);
+    EXPECT_EQ(std::memcmp(events[0].source.addr, PacketBuilder::address(newcomer).data(), 16), 0);
     EXPECT_EQ(events[0].weight, 64u);
     EXPECT_EQ(counts().packets(1, kDrop, SLUICE_REASON_TABLE_FULL), 3u);
 }

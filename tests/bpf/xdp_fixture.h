@@ -27,10 +27,10 @@
 #include <utility>
 #include <vector>
 
+#include "clock.h"
 #include "common/packet_builder.h"
 #include "common/policy_builder.h"
 #include "common/privilege.h"
-#include "clock.h"
 #include "compiled_policy.h"
 #include "rate_limits.h"
 #include "sluice/abi.h"
@@ -38,12 +38,10 @@
 
 namespace sluice::test {
 
-// Source table size for tests: the default (2^18 entries per CPU) takes a
-// third of a second to allocate and more to free, for every test.
+// Source table size for tests: small enough to clear between tests at no cost.
 inline constexpr uint32_t kTestCapacity = 4096;
 
 inline uint32_t possible_cpus() { return static_cast<uint32_t>(libbpf_num_possible_cpus()); }
-
 
 inline bool pin_thread_to_cpu(uint32_t cpu) {
     cpu_set_t one;
@@ -109,8 +107,10 @@ class Flood {
 // it for each test. Between tests it is brought back to the equivalent of a
 // fresh one: the clock jumps to a new epoch far past every test limit's fill
 // time (so every class and global bucket is full again, and every lease has
-// expired), all source entries are collected, queued events are drained, and
-// counters and stats are read relative to what they were at the start.
+// expired), a policy without per-source limits is applied (so none carries
+// over into the test's first policy), the source table is emptied, queued
+// events are drained, and counters and stats are read relative to what they
+// were at the start.
 // What cannot be reset is the per-CPU drop sampler: tests that count events
 // exactly, or need "no policy yet", ask for a fresh dataplane.
 inline constexpr uint64_t kEpochStep = 10'000 * kSec;
@@ -128,7 +128,7 @@ inline SharedDataplane& shared_dataplane() {
 
 inline bool same_options(const XdpOptions& a, const XdpOptions& b) {
     return a.test_clock == b.test_clock && a.coarse_clock == b.coarse_clock && a.source_capacity == b.source_capacity &&
-           a.source_lru == b.source_lru && a.drop_sample_period == b.drop_sample_period && a.pin_dir == b.pin_dir;
+           a.drop_sample_period == b.drop_sample_period && a.pin_dir == b.pin_dir;
 }
 
 class XdpTest : public ::testing::Test {
@@ -249,10 +249,10 @@ class XdpTest : public ::testing::Test {
         return s.ok() ? s.value().at(which) - baseline_stats_.at(which) : ~0ull;
     }
 
-    std::pair<size_t, size_t> source_counts() {
-        auto s = dp_->source_counts();
+    SourceTableUsage source_table() {
+        auto s = dp_->source_table();
         EXPECT_TRUE(s.ok()) << describe(s);
-        return s.ok() ? s.value() : std::pair<size_t, size_t>{~size_t{0}, ~size_t{0}};
+        return s.ok() ? s.value() : SourceTableUsage{};
     }
 
     std::vector<sluice_drop_event> drain_events() {
@@ -295,12 +295,14 @@ class XdpTest : public ::testing::Test {
         t0_ = shared.next_epoch;
         shared.next_epoch += kEpochStep;
         dp_->set_test_clock(t0_);
-        auto collected = dp_->collect_idle_sources(~0ull);
-        auto sources = dp_->source_counts();
+        // No per-source limit for the next test's first policy to carry over
+        // (a class's changed limit keeps judging for one of its old bursts).
+        auto reset = dp_->apply(PolicyBuilder(cpus_).add({.id = 1, .action = SLUICE_ACTION_PASS}).build());
+        dp_->forget_sources();
+        auto sources = dp_->source_table();
         auto stats = dp_->stats();
         auto drained = dp_->drain_events([](const sluice_drop_event&) {});
-        if (!collected.ok() || !sources.ok() || sources.value() != std::pair<size_t, size_t>{0, 0} || !stats.ok() ||
-            !drained.ok()) {
+        if (!reset.ok() || !sources.ok() || sources.value().known != 0 || !stats.ok() || !drained.ok()) {
             dp_.reset();
             return false;
         }
@@ -317,8 +319,9 @@ class XdpTest : public ::testing::Test {
     bool affinity_saved_ = false;
 };
 
-// Base of the fixtures run once per accuracy mode. Each file derives its
-// own suite from it: one suite instantiated in two files would run twice.
+// Base of the fixtures run once per accuracy mode (of the bucket levels).
+// Each file derives its own suite from it: one suite instantiated in two
+// files would run twice.
 class XdpModes : public XdpTest, public ::testing::WithParamInterface<Accuracy> {};
 
 }  // namespace sluice::test

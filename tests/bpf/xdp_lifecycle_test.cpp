@@ -7,11 +7,13 @@
 // never touched.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
 #include <linux/if_ether.h>
 #include <linux/if_link.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
 #include <sys/socket.h>
+#include <cstring>
 
 #include <chrono>
 #include <cstdlib>
@@ -111,11 +113,14 @@ TEST_F(XdpLifecycle, PinnedStateSurvivesAndIsReadopted) {
     const Bytes frame = udp_from("192.0.2.1");
     EXPECT_EQ(verdicts(frame, 5), "PPPDD");
     const uint64_t then = t0_;
+    const sluice_hash_key key = dp_->hash_key();
     dp_.reset();
     EXPECT_FALSE(pins.empty());
 
     ASSERT_NO_FATAL_FAILURE(
         open(XdpOptions{.test_clock = true, .source_capacity = kTestCapacity, .pin_dir = pins.path()}));
+    // The new program hashes with the key the pinned table was filled under.
+    EXPECT_EQ(std::memcmp(&dp_->hash_key(), &key, sizeof(key)), 0);
     set_clock(then);  // the new program's clock starts unset
     auto version = dp_->active_version();
     SLUICE_ASSERT_OK(version);
@@ -127,7 +132,7 @@ TEST_F(XdpLifecycle, PinnedStateSurvivesAndIsReadopted) {
     EXPECT_EQ(verdicts(frame, 2), "DD");
     EXPECT_EQ(counts().packets(2, kDrop, SLUICE_REASON_SOURCE), 4u);
     EXPECT_EQ(stat(SLUICE_STAT_SOURCE_INSERTS), 1u);
-    EXPECT_EQ(source_counts(), std::make_pair(size_t{1}, size_t{1}));
+    EXPECT_EQ(source_table().in_debt, 1u);
 
     // New versions after re-adoption land in the inactive slot and take effect.
     apply(policy(8)
@@ -149,11 +154,34 @@ TEST_F(XdpLifecycle, PinsOfOtherTableOptionsAreRefused) {
         open(XdpOptions{.test_clock = true, .source_capacity = kTestCapacity, .pin_dir = pins.path()}));
     dp_.reset();
     // A table of another size would not be the table the pins hold.
-    auto other = XdpDataplane::open(XdpOptions{.test_clock = true, .source_capacity = 4, .pin_dir = pins.path()});
-    EXPECT_FALSE(other.ok());
+    auto other = XdpDataplane::open(XdpOptions{.test_clock = true, .source_capacity = 64, .pin_dir = pins.path()});
+    ASSERT_FALSE(other.ok());
+    EXPECT_NE(other.error().message.find("source_capacity"), std::string::npos) << other.error().message;
+    EXPECT_NE(other.error().message.find(pins.path()), std::string::npos) << other.error().message;
     // The original options still adopt them.
     ASSERT_NO_FATAL_FAILURE(
         open(XdpOptions{.test_clock = true, .source_capacity = kTestCapacity, .pin_dir = pins.path()}));
+}
+
+TEST_F(XdpLifecycle, PinsOfAnOlderAbiAreRefusedNamingWhatToRemove) {
+    // What ABI 2 pinned: a 16-byte meta whose first word is its version.
+    PinDir pins;
+    struct {
+        uint32_t abi_version, max_classes;
+        uint64_t created_ns;
+    } old_meta{2, SLUICE_MAX_CLASSES, 1};
+    UniqueFd meta(bpf_map_create(BPF_MAP_TYPE_ARRAY, "sluice_meta", 4, sizeof(old_meta), 1, nullptr));
+    ASSERT_GE(meta.get(), 0) << std::strerror(errno);
+    const uint32_t zero = 0;
+    ASSERT_EQ(bpf_map_update_elem(meta.get(), &zero, &old_meta, BPF_ANY), 0) << std::strerror(errno);
+    ASSERT_EQ(bpf_obj_pin(meta.get(), (pins.path() + "/sluice_meta").c_str()), 0) << std::strerror(errno);
+
+    auto refused =
+        XdpDataplane::open(XdpOptions{.test_clock = true, .source_capacity = kTestCapacity, .pin_dir = pins.path()});
+    ASSERT_FALSE(refused.ok());
+    const std::string& message = refused.error().message;
+    EXPECT_NE(message.find("ABI version 2"), std::string::npos) << message;
+    EXPECT_NE(message.find("remove " + pins.path()), std::string::npos) << message;
 }
 
 // ---- attach and detach -----------------------------------------------------------------

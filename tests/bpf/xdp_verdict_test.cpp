@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Verdicts of the real XDP program for one source, packet by packet, on a
-// test clock: bursts, refills, clock regressions, address families, VLAN
-// tags, fragments, and frames that do not parse. The scenarios themselves are
+// test clock: GCRA bursts, refills, byte costs, clock regressions, policy
+// changes, address families, VLAN tags, fragments, and frames that do not
+// parse. The scenarios themselves are
 // in tests/common/verdict_scenarios.h, shared with the DPDK dataplane.
 #include <gtest/gtest.h>
 
@@ -11,22 +12,28 @@
 namespace sluice::test {
 namespace {
 
-// ---- bucket sequences -------------------------------------------------------------
+// ---- per-source GCRA sequences ---------------------------------------------------------
 
-// Own suite name: XdpModes is instantiated in other files too.
-class XdpBuckets : public XdpModes {};
+class XdpBuckets : public XdpTest {};
 
-TEST_P(XdpBuckets, PacketBurstThenRefillOnePacketAtATime) {
-    scenarios::packet_burst_then_refill_one_packet_at_a_time(*this, GetParam());
+TEST_F(XdpBuckets, PacketBurstThenRefillOnePacketAtATime) {
+    scenarios::packet_burst_then_refill_one_packet_at_a_time(*this);
 }
 
-TEST_P(XdpBuckets, ByteBurstIsTwoFramesAndRefillsByLength) {
-    scenarios::byte_burst_is_two_frames_and_refills_by_length(*this, GetParam());
+TEST_F(XdpBuckets, ByteBurstIsTwoFramesAndRefillsByLength) {
+    scenarios::byte_burst_is_two_frames_and_refills_by_length(*this);
 }
 
-TEST_P(XdpBuckets, ClockRegressionRefillsNothing) { scenarios::clock_regression_refills_nothing(*this, GetParam()); }
+TEST_F(XdpBuckets, ByteCostsRoundUpAndABurstStillHoldsItsFrames) {
+    scenarios::byte_costs_round_up_and_a_burst_still_holds_its_frames(*this);
+}
 
-INSTANTIATE_TEST_SUITE_P(Accuracy, XdpBuckets, ::testing::Values(Accuracy::split, Accuracy::lease), accuracy_name);
+TEST_F(XdpBuckets, ClockRegressionRefillsNothing) { scenarios::clock_regression_refills_nothing(*this); }
+
+TEST_F(XdpBuckets, PolicyChangeKeepsASourcesDebt) { scenarios::policy_change_keeps_a_sources_debt(*this); }
+TEST_F(XdpBuckets, LowerRateGrantsNothing) { scenarios::lower_rate_grants_nothing(*this); }
+
+TEST_F(XdpBuckets, EntriesFreeThemselves) { scenarios::entries_free_themselves(*this); }
 
 // ---- address families, tags and fragments -----------------------------------------
 

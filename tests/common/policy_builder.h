@@ -63,7 +63,8 @@ inline Bytes udp_from(const std::string& source, size_t payload = 18) {
 
 // ---- policies -------------------------------------------------------------------
 
-// One human limit, as a policy file would state it.
+// One human limit, as a policy file would state it. A per-source limit uses
+// rate, burst, unit and max_frame_bytes only (it is exact across CPUs).
 struct Limit {
     uint64_t rate = 0;
     uint64_t burst = 0;
@@ -87,12 +88,19 @@ inline sluice_level_limit compile(const Limit& limit, uint32_t cpus) {
     return level.ok() ? level.value() : sluice_level_limit{};
 }
 
+inline sluice_source_limit compile_source(const Limit& limit) {
+    auto compiled = compile_source_limit({limit.rate, limit.burst, limit.unit}, limit.max_frame_bytes, "test");
+    EXPECT_TRUE(compiled.ok()) << describe(compiled);
+    return compiled.ok() ? compiled.value() : sluice_source_limit{};
+}
+
 struct ClassSpec {
     uint32_t id = 1;
     uint8_t action = SLUICE_ACTION_LIMIT;
     std::optional<Limit> per_source = std::nullopt;
+    std::optional<Limit> new_sources = std::nullopt;
     std::optional<Limit> aggregate = std::nullopt;
-    uint8_t table_full_verdict = SLUICE_VERDICT_PASS;
+    uint8_t on_table_full = SLUICE_TABLE_FULL_EVICT;
     uint8_t prefix_v4 = 32;
     uint8_t prefix_v6 = 64;
     // Shaping (sluice-dpdk only; XDP ignores it): 0 packets is "not shaped".
@@ -122,12 +130,13 @@ class PolicyBuilder {
         sluice_class_entry cls{};
         cls.class_id = spec.id;
         cls.action = spec.action;
-        cls.table_full_verdict = spec.table_full_verdict;
+        cls.on_table_full = spec.on_table_full;
         cls.prefix_v4 = spec.prefix_v4;
         cls.prefix_v6 = spec.prefix_v6;
         cls.shape.queue_packets = spec.shape_queue;
         cls.shape.max_delay_ns = spec.shape_max_delay_ns;
-        if (spec.per_source) cls.per_source = compile(*spec.per_source, cpus_);
+        if (spec.per_source) cls.per_source = compile_source(*spec.per_source);
+        if (spec.new_sources) cls.new_sources = compile(*spec.new_sources, cpus_);
         if (spec.aggregate) cls.aggregate = compile(*spec.aggregate, cpus_);
         if (policy_.classes.empty() && !default_set_) policy_.header.default_class_id = spec.id;
         policy_.classes.push_back(cls);

@@ -31,22 +31,24 @@
 //       The class x verdict x reason counters since the test began.
 //   uint64_t stat(uint32_t which);
 //       A dataplane stat (enum sluice_stat) since the test began. Scenarios
-//       read SOURCE_INSERTS, SHARED_SOURCE_INSERTS and SOURCE_TABLE_FULL.
+//       read SOURCE_INSERTS, SOURCE_EVICTIONS and SOURCE_TABLE_FULL.
 //   uint64_t per_cpu(Accuracy accuracy) const;
 //       The factor that gives the CPU/worker running verdicts() a share of a
-//       level equal to its stated size: the CPU/worker count in split mode
-//       (a level is divided among them), 1 in lease mode.
-//   std::pair<size_t, size_t> source_counts();
-//       Entries in the source tables: (per-CPU or per-worker, shared).
+//       bucket level (new sources, aggregate, global) equal to its stated
+//       size: the CPU/worker count in split mode (a level is divided among
+//       them), 1 in lease mode. The per-source level is one GCRA entry for
+//       every CPU and takes no accuracy.
+//   SourceTableUsage source_table();
+//       The source table now (capacity, entries in debt, entries known).
 //   uint32_t cpus() const;  void use_cpu(uint32_t index);
 //       How many CPUs/workers decide, and which one runs verdicts() from now
 //       on (the first until told otherwise).
 //
 // Preconditions: every scenario expects a target where no policy has been
-// applied during this test, whose source tables are empty and hold at least
-// 16 sources, unless its comment states otherwise (the table-full scenario
-// needs a plain table of exactly kTableFullCapacity sources; the scenarios
-// across CPUs need at least two).
+// applied during this test, whose source table is empty and holds at least
+// 64 sources, unless its comment states otherwise (the table-full scenarios
+// need a table of exactly kTableFullCapacity entries, two sets; the
+// scenarios across CPUs need at least two).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -60,6 +62,7 @@
 #include "common/packet_builder.h"
 #include "common/policy_builder.h"
 #include "compiled_policy.h"
+#include "dataplane.h"
 #include "rate_limits.h"
 #include "sluice/abi.h"
 
@@ -70,25 +73,17 @@ namespace sluice::test::scenarios {
 // The letter Target::verdicts gives a frame with this verdict.
 inline std::string letter(uint8_t verdict) { return verdict == kPass ? "P" : "D"; }
 
-// Lease mode with the whole burst on this CPU; unless a scenario moves the
-// fake clock, nothing refills.
+// A limit of `burst` packets that never refills unless a scenario moves the
+// fake clock far (1 packet per second). At a bucket level in lease mode the
+// whole burst is on this CPU.
 inline Limit packets(uint64_t burst) { return Limit{.rate = 1, .burst = burst}; }
 
-// The per-source limit a scenario states for this CPU: split mode gets rate/N
-// and burst/N, so the policy scales both by N (n = per_cpu(accuracy)); lease
-// mode uses the whole bucket.
-inline Limit source_limit(Accuracy accuracy, uint64_t n, uint64_t rate, uint64_t burst, Unit unit = Unit::packets,
-                          uint32_t max_frame_bytes = kDefaultMaxFrameBytes) {
-    return Limit{
-        .rate = rate * n, .burst = burst * n, .unit = unit, .accuracy = accuracy, .max_frame_bytes = max_frame_bytes};
-}
-
-// ---- bucket sequences (run once per accuracy mode) ----------------------------------
+// ---- per-source GCRA sequences on the fake clock --------------------------------------
 
 template <class Target>
-void packet_burst_then_refill_one_packet_at_a_time(Target& t, Accuracy a) {
+void packet_burst_then_refill_one_packet_at_a_time(Target& t) {
     // 3 packets of burst, 10 packets/s: one packet every 100 ms.
-    t.apply(t.policy().add({.id = 1, .per_source = source_limit(a, t.per_cpu(a), 10, 3)}).build());
+    t.apply(t.policy().add({.id = 1, .per_source = Limit{.rate = 10, .burst = 3}}).build());
     const Bytes frame = udp_from("192.0.2.1");
 
     EXPECT_EQ(t.verdicts(frame, 5), "PPPDD");
@@ -110,14 +105,16 @@ void packet_burst_then_refill_one_packet_at_a_time(Target& t, Accuracy a) {
 }
 
 template <class Target>
-void byte_burst_is_two_frames_and_refills_by_length(Target& t, Accuracy a) {
+void byte_burst_is_two_frames_and_refills_by_length(Target& t) {
     // 100-byte frames; burst 200 bytes, 1000 bytes/s: 100 bytes every 100 ms.
     const Bytes big = udp_from("192.0.2.2", 58);
     const Bytes small = udp_from("192.0.2.2", 18);
     ASSERT_EQ(big.size(), 100u);
     ASSERT_EQ(small.size(), 60u);
-    t.apply(
-        t.policy().add({.id = 1, .per_source = source_limit(a, t.per_cpu(a), 1000, 200, Unit::bytes, 100)}).build());
+    t.apply(t.policy()
+                .add({.id = 1,
+                      .per_source = Limit{.rate = 1000, .burst = 200, .unit = Unit::bytes, .max_frame_bytes = 100}})
+                .build());
 
     EXPECT_EQ(t.verdicts(big, 4), "PPDD");
     EXPECT_EQ(t.verdicts(small, 1), "D");  // the bucket is empty, not just short of 100
@@ -134,8 +131,8 @@ void byte_burst_is_two_frames_and_refills_by_length(Target& t, Accuracy a) {
 }
 
 template <class Target>
-void clock_regression_refills_nothing(Target& t, Accuracy a) {
-    t.apply(t.policy().add({.id = 1, .per_source = source_limit(a, t.per_cpu(a), 10, 3)}).build());
+void clock_regression_refills_nothing(Target& t) {
+    t.apply(t.policy().add({.id = 1, .per_source = Limit{.rate = 10, .burst = 3}}).build());
     const Bytes frame = udp_from("192.0.2.3");
 
     EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
@@ -158,9 +155,88 @@ void clock_regression_refills_nothing(Target& t, Accuracy a) {
     EXPECT_EQ(t.counts().packets(1, kPass, SLUICE_REASON_ADMITTED), 5u);
 }
 
+// A policy change keeps what a source has left: its debt, kept in time, is
+// converted to the same tokens under the new limit when the source is next
+// seen (tokens that accrue before its next packet accrue at the old rate),
+// clamped to the new burst. A larger burst is no refill, a lower rate no gift.
+template <class Target>
+void policy_change_keeps_a_sources_debt(Target& t) {
+    const Bytes frame = udp_from("192.0.2.4");
+    auto at = [&](uint64_t ms) { t.set_clock(t.t0() + ms * kMs); };
+    // 10/s, burst 3: spent.
+    t.apply(t.policy(1).add({.id = 1, .per_source = Limit{.rate = 10, .burst = 3}}).build());
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
+    // A higher rate: still no token until one accrues (100 ms at the old rate).
+    t.apply(t.policy(2).add({.id = 1, .per_source = Limit{.rate = 20, .burst = 3}}).build());
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    at(99);
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    at(100);
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");
+    // A smaller burst (1 at 20/s): what the source had left is clamped to it.
+    t.apply(t.policy(3).add({.id = 1, .per_source = Limit{.rate = 20, .burst = 1}}).build());
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    at(249);  // 2.98 tokens at 20/s, clamped to 1
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");
+    // A larger burst (4) is no refill: empty stays empty ...
+    t.apply(t.policy(4).add({.id = 1, .per_source = Limit{.rate = 20, .burst = 4}}).build());
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    at(299);  // ... until the bucket is full again, now of 4
+    EXPECT_EQ(t.verdicts(frame, 5), "PPPPD");
+    // A lower rate (10/s) is no gift either.
+    t.apply(t.policy(5).add({.id = 1, .per_source = Limit{.rate = 10, .burst = 4}}).build());
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    at(349);  // one token at the old 20/s
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 10u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 10u);
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 1u);
+}
+
+// Lowering a rate under a flood must not hand every throttled source the
+// difference: the debt kept in time is worth five times the packets at a
+// fifth of the rate, unless it is converted.
+template <class Target>
+void lower_rate_grants_nothing(Target& t) {
+    // 1000/s, burst 20 (20 ms); then 200/s, burst 20 (100 ms).
+    t.apply(t.policy(1).add({.id = 1, .per_source = Limit{.rate = 1000, .burst = 20}}).build());
+    const Bytes frame = udp_from("192.0.2.6");
+    EXPECT_EQ(t.verdicts(frame, 21), std::string(20, 'P') + "D");  // 20 ms ahead
+    t.apply(t.policy(2).add({.id = 1, .per_source = Limit{.rate = 200, .burst = 20}}).build());
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    // One old packet's worth later, one packet, charged at the new rate (5 ms).
+    t.set_clock(t.t0() + 1 * kMs);
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");
+    t.set_clock(t.t0() + 5 * kMs);
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    t.set_clock(t.t0() + 6 * kMs);
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");
+}
+
+// Byte mode charges each frame its own length in whole ns of schedule,
+// rounded up: at 3 bytes/s a byte is 333,333,333.3 ns and a 60-byte frame
+// costs 20 s and 1 ns. The burst gets the rounding back, so a full bucket of
+// 120 bytes still holds two such frames.
+template <class Target>
+void byte_costs_round_up_and_a_burst_still_holds_its_frames(Target& t) {
+    t.apply(
+        t.policy()
+            .add({.id = 1, .per_source = Limit{.rate = 3, .burst = 120, .unit = Unit::bytes, .max_frame_bytes = 60}})
+            .build());
+    const Bytes frame = udp_from("192.0.2.5");
+    ASSERT_EQ(frame.size(), 60u);
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD");
+    t.set_clock(t.t0() + 19'900 * kMs);  // 59.7 bytes refilled
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    t.set_clock(t.t0() + 20 * kSec);  // 60
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");
+}
+
 // ---- address families, tags and fragments -----------------------------------------
 
-// Lease mode: the whole burst of 3 on this CPU; the clock never moves.
+// 3 packets of burst; the clock never moves.
 inline ClassSpec limited(uint32_t id, uint8_t prefix_v4 = 32, uint8_t prefix_v6 = 64) {
     return {.id = id, .per_source = Limit{.rate = 1, .burst = 3}, .prefix_v4 = prefix_v4, .prefix_v6 = prefix_v6};
 }
@@ -388,9 +464,10 @@ void longest_prefix_picks_the_class(Target& t) {
     EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 2u);
     EXPECT_EQ(c.total(), 65u);
     // Pass and drop classes never touch a bucket: state for the three
-    // limited sources only.
+    // limited sources only, all in debt (the clock never moved).
     EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 3u);
-    EXPECT_EQ(t.source_counts().first, 3u);
+    EXPECT_EQ(t.source_table().in_debt, 3u);
+    EXPECT_EQ(t.source_table().known, 3u);
 }
 
 template <class Target>
@@ -453,11 +530,11 @@ void default_class_action_applies(Target& t) {
 // ---- composition (run once per accuracy mode) ----------------------------------------
 
 // Composition is check-then-commit: a packet refused by the global ceiling
-// spends nothing from its source bucket.
+// spends nothing from its source bucket. (The accuracy is the ceiling's.)
 template <class Target>
 void global_refusals_spend_no_source_tokens(Target& t, Accuracy a) {
     const uint64_t n = t.per_cpu(a);
-    const ClassSpec cls{.id = 1, .per_source = Limit{.rate = n, .burst = 5 * n, .accuracy = a}};
+    const ClassSpec cls{.id = 1, .per_source = packets(5)};
     t.apply(t.policy(1).add(cls).global(Limit{.rate = n, .burst = 2 * n, .accuracy = a}).build());
     const Bytes frame = udp_from("192.0.2.20");
     EXPECT_EQ(t.verdicts(frame, 10), "PPDDDDDDDD");
@@ -479,7 +556,7 @@ void global_refusals_spend_no_source_tokens(Target& t, Accuracy a) {
 template <class Target>
 void class_refusals_spend_no_source_tokens(Target& t, Accuracy a) {
     const uint64_t n = t.per_cpu(a);
-    const Limit source{.rate = n, .burst = 5 * n, .accuracy = a};
+    const Limit source = packets(5);
     t.apply(t.policy(1)
                 .add({.id = 1, .per_source = source, .aggregate = Limit{.rate = n, .burst = 2 * n, .accuracy = a}})
                 .build());
@@ -553,80 +630,155 @@ void stale_prefixes_of_an_older_version_are_gone(Target& t) {
     EXPECT_EQ(t.verdicts(udp_from("10.0.0.1"), 1), "P");
 }
 
-// ---- a full source table (run per on_table_full verdict and accuracy mode) -----------
+// ---- a full source table (run once per on_table_full choice) ------------------------
 
-// Precondition of table_full_gets_the_table_full_verdict: the target's source
-// tables are plain (not LRU) and hold exactly this many sources (per CPU or
-// worker, and shared).
-inline constexpr uint32_t kTableFullCapacity = 4;
+// Precondition of the table-full scenarios: the target's source table holds
+// exactly this many entries: two sets, so every source's two sets are the
+// same two and the sixteenth source in debt fills both.
+inline constexpr uint32_t kTableFullCapacity = 2 * SLUICE_SET_WAYS;
 
-// Test names for suites run per on_table_full verdict and accuracy mode.
-inline std::string table_full_case_name(const ::testing::TestParamInfo<std::tuple<uint8_t, Accuracy>>& info) {
-    return std::string(std::get<0>(info.param) == kPass ? "open" : "closed") + "_" +
-           (std::get<1>(info.param) == Accuracy::split ? "split" : "lease");
+inline std::string table_full_name(uint8_t on_table_full) {
+    return on_table_full == SLUICE_TABLE_FULL_EVICT  ? "evict"
+           : on_table_full == SLUICE_TABLE_FULL_OPEN ? "open"
+                                                     : "closed";
+}
+
+// Test names for suites run per on_table_full choice.
+inline std::string table_full_case_name(const ::testing::TestParamInfo<uint8_t>& info) {
+    return table_full_name(info.param);
 }
 
 inline std::string table_source(int i) { return "10.0.0." + std::to_string(i); }
 
-// Class 1: 3 packets per source on this CPU, 10/s (fill time 300 ms), with
-// `table_full` as its on_table_full verdict. Class 2 (198.18.0.0/15) passes
-// without state.
+// Class 1: 3 packets per source, 10/s (a packet is 100 ms of schedule), with
+// `on_table_full`. Class 2 (198.18.0.0/15) passes without state.
 template <class Target>
-void apply_table_policy(Target& t, uint8_t table_full, Accuracy a) {
-    const uint64_t n = t.per_cpu(a);
+void apply_table_policy(Target& t, uint8_t on_table_full) {
     t.apply(t.policy()
-                .add({.id = 1,
-                      .per_source = Limit{.rate = 10 * n, .burst = 3 * n, .accuracy = a},
-                      .table_full_verdict = table_full})
+                .add({.id = 1, .per_source = Limit{.rate = 10, .burst = 3}, .on_table_full = on_table_full})
                 .add({.id = 2, .action = SLUICE_ACTION_PASS})
                 .prefix("198.18.0.0/15", 2)
                 .build());
 }
 
-// Sources 1..kTableFullCapacity, one packet each.
+// Precondition: a source table of kTableFullCapacity entries. Sixteen
+// sources in debt fill it (source 1 deepest, the others one packet each);
+// the seventeenth finds both of its sets in debt and on_table_full decides.
 template <class Target>
-void fill_table(Target& t) {
-    for (int i = 1; i <= static_cast<int>(kTableFullCapacity); i++)
+void seventeenth_source_meets_on_table_full(Target& t, uint8_t on_table_full) {
+    ASSERT_EQ(t.source_table().capacity, kTableFullCapacity);
+    apply_table_policy(t, on_table_full);
+    EXPECT_EQ(t.verdicts(udp_from(table_source(1)), 3), "PPP");  // 300 ms ahead
+    for (int i = 2; i <= static_cast<int>(kTableFullCapacity); i++)
         EXPECT_EQ(t.verdicts(udp_from(table_source(i)), 1), "P") << table_source(i);
-}
+    EXPECT_EQ(t.source_table().in_debt, kTableFullCapacity);
 
-// Lease mode keeps a shared entry per source besides the per-CPU one.
-inline size_t shared_entries(Accuracy a, size_t per_cpu_entries) { return a == Accuracy::lease ? per_cpu_entries : 0; }
-
-// Precondition: a plain source table of kTableFullCapacity sources.
-template <class Target>
-void fifth_source_gets_the_table_full_verdict(Target& t, uint8_t table_full, Accuracy a) {
-    apply_table_policy(t, table_full, a);
-    ASSERT_NO_FATAL_FAILURE(fill_table(t));
-    EXPECT_EQ(t.source_counts(), std::make_pair(size_t{kTableFullCapacity}, shared_entries(a, kTableFullCapacity)));
-
-    const Bytes fifth = udp_from(table_source(5));
-    for (int i = 0; i < 3; i++) EXPECT_EQ(t.verdicts(fifth, 1), letter(table_full)) << "packet " << i;
-    // Sources already in the table are still limited as before ...
-    EXPECT_EQ(t.verdicts(udp_from(table_source(1)), 3), "PPD");
+    const Bytes newcomer = udp_from(table_source(17));
+    const bool evict = on_table_full == SLUICE_TABLE_FULL_EVICT;
+    const uint8_t full_verdict = on_table_full == SLUICE_TABLE_FULL_CLOSED ? kDrop : kPass;
+    // Evict: the newcomer takes an entry closest to free (one packet ahead,
+    // never source 1's), and is then limited like anyone else.
+    EXPECT_EQ(t.verdicts(newcomer, 4), evict ? "PPPD" : std::string(4, letter(full_verdict)[0]));
+    // The deepest in debt keeps its debt whatever the choice ...
+    EXPECT_EQ(t.verdicts(udp_from(table_source(1)), 1), "D");
     // ... and a class that needs no state is not affected.
     EXPECT_EQ(t.verdicts(udp_from("198.18.0.1"), 2), "PP");
 
     const Counts c = t.counts();
-    EXPECT_EQ(c.packets(1, table_full, SLUICE_REASON_TABLE_FULL), 3u);
-    EXPECT_EQ(c.bytes(1, table_full, SLUICE_REASON_TABLE_FULL), 3u * fifth.size());
-    EXPECT_EQ(c.reason(SLUICE_REASON_TABLE_FULL), 3u);
-    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), kTableFullCapacity + 2);
+    if (evict) {
+        EXPECT_EQ(c.reason(SLUICE_REASON_TABLE_FULL), 0u);
+        EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_EVICTIONS), 1u);
+        EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_TABLE_FULL), 0u);
+        EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), kTableFullCapacity + 1);
+        EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), kTableFullCapacity + 2 + 3);
+    } else {
+        EXPECT_EQ(c.packets(1, full_verdict, SLUICE_REASON_TABLE_FULL), 4u);
+        EXPECT_EQ(c.bytes(1, full_verdict, SLUICE_REASON_TABLE_FULL), 4u * newcomer.size());
+        EXPECT_EQ(c.reason(SLUICE_REASON_TABLE_FULL), 4u);
+        EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_TABLE_FULL), 4u);
+        EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_EVICTIONS), 0u);
+        EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), kTableFullCapacity);
+        EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), kTableFullCapacity + 2);
+    }
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 1u + (evict ? 1u : 0u));
     EXPECT_EQ(c.packets(2, kPass, SLUICE_REASON_ALLOWED), 2u);
-    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_TABLE_FULL), 3u);
-    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), kTableFullCapacity);
-    EXPECT_EQ(t.stat(SLUICE_STAT_SHARED_SOURCE_INSERTS), shared_entries(a, kTableFullCapacity));
-    EXPECT_EQ(t.source_counts(), std::make_pair(size_t{kTableFullCapacity}, shared_entries(a, kTableFullCapacity)));
+    EXPECT_EQ(t.source_table().in_debt, kTableFullCapacity);
+
+    // 100 ms later the one-packet sources are back to full buckets: their
+    // entries are free, and a new source takes one without evicting.
+    t.set_clock(t.t0() + 100 * kMs);
+    EXPECT_EQ(t.verdicts(udp_from(table_source(18)), 1), "P");
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_EVICTIONS), evict ? 1u : 0u);
+}
+
+// Entries free themselves: a source whose bucket is full again holds no
+// entry in debt, and a table full of such entries takes new sources freely.
+template <class Target>
+void entries_free_themselves(Target& t) {
+    t.apply(t.policy().add({.id = 1, .per_source = Limit{.rate = 10, .burst = 3}}).build());
+    for (int i = 1; i <= 40; i++) EXPECT_EQ(t.verdicts(udp_from(table_source(i)), 2), "PP") << table_source(i);
+    EXPECT_EQ(t.source_table().in_debt, 40u);
+    t.set_clock(t.t0() + 199 * kMs);
+    EXPECT_EQ(t.source_table().in_debt, 40u);
+    t.set_clock(t.t0() + 200 * kMs);
+    EXPECT_EQ(t.source_table().in_debt, 0u);
+    EXPECT_EQ(t.source_table().known, 40u);  // free, but still known
+    // A known source comes back with a full bucket: 3 packets.
+    EXPECT_EQ(t.verdicts(udp_from(table_source(7)), 4), "PPPD");
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 40u);
+}
+
+// ---- the new-source budget ------------------------------------------------------------
+
+// Packets of sources with no entry also pay the class's new-source budget;
+// sources the table knows do not, even while it is empty.
+template <class Target>
+void new_sources_pay_their_own_budget(Target& t, Accuracy a) {
+    const uint64_t n = t.per_cpu(a);
+    t.apply(t.policy()
+                .add({.id = 1,
+                      .per_source = Limit{.rate = 10, .burst = 3},
+                      .new_sources = Limit{.rate = n, .burst = 2 * n, .accuracy = a}})
+                .build());
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.1"), 4), "PPPD");  // one new source: 1 of the budget
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.2"), 2), "PP");    // another: 2 of 2
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.3"), 2), "DD");    // the budget is empty
+    // Known sources are not new: their entries are free again after 300 ms,
+    // and they pass with the budget still empty.
+    t.set_clock(t.t0() + 300 * kMs);
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.1"), 4), "PPPD");
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.3"), 1), "D");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_NEW_SOURCE), 3u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 2u);
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 8u);
+    // A refused newcomer has no entry, and spent nothing at its own level.
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 2u);
 }
 
 // ---- one bucket, several CPUs (precondition: cpus() >= 2) ------------------------------
 
+// The per-source level is one entry whatever the CPU: burst 16 is 16 in all.
+template <class Target>
+void source_is_one_bucket_across_cpus(Target& t) {
+    t.apply(t.policy().add({.id = 1, .per_source = packets(16)}).build());
+    const Bytes frame = udp_from("192.0.2.1");
+    EXPECT_EQ(t.verdicts(frame, 1), "P");
+    ASSERT_NO_FATAL_FAILURE(t.use_cpu(1));
+    EXPECT_EQ(t.verdicts(frame, 16), std::string(15, 'P') + "D");
+    ASSERT_NO_FATAL_FAILURE(t.use_cpu(0));
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    EXPECT_EQ(t.counts().packets(1, kPass, SLUICE_REASON_ADMITTED), 16u);
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 1u);
+}
+
 template <class Target>
 void split_mode_gives_each_cpu_its_share(Target& t) {
-    // burst 3 per CPU: 3N in all.
+    // An aggregate of 3 per CPU: 3N in all.
     const uint64_t n = t.cpus();
     t.apply(
-        t.policy().add({.id = 1, .per_source = Limit{.rate = n, .burst = 3 * n, .accuracy = Accuracy::split}}).build());
+        t.policy().add({.id = 1, .aggregate = Limit{.rate = n, .burst = 3 * n, .accuracy = Accuracy::split}}).build());
     const Bytes frame = udp_from("192.0.2.1");
     for (uint32_t cpu = 0; cpu < n; cpu++) {
         ASSERT_NO_FATAL_FAILURE(t.use_cpu(cpu));
@@ -637,9 +789,9 @@ void split_mode_gives_each_cpu_its_share(Target& t) {
 
 template <class Target>
 void lease_mode_shares_one_bucket_across_cpus(Target& t) {
-    // burst 16 with leases of 4: CPU 0 takes one packet and keeps 3 leased,
-    // CPU 1 can spend the other 12, and CPU 0 its 3: 16 in all.
-    t.apply(t.policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 16, .lease = 4}}).build());
+    // An aggregate of 16 with leases of 4: CPU 0 takes one packet and keeps
+    // 3 leased, CPU 1 can spend the other 12, and CPU 0 its 3: 16 in all.
+    t.apply(t.policy().add({.id = 1, .aggregate = Limit{.rate = 1, .burst = 16, .lease = 4}}).build());
     const Bytes frame = udp_from("192.0.2.2");
     EXPECT_EQ(t.verdicts(frame, 1), "P");
     ASSERT_NO_FATAL_FAILURE(t.use_cpu(1));
@@ -648,14 +800,15 @@ void lease_mode_shares_one_bucket_across_cpus(Target& t) {
     EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
     const Counts c = t.counts();
     EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 16u);
-    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 2u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_CLASS), 2u);
 }
 
 template <class Target>
 void expired_lease_goes_back_to_the_shared_bucket(Target& t) {
-    // CPU 0 leases 4 and spends 1; after the lease lifetime its 3 go back
-    // when it next takes tokens, so nothing is lost and nothing minted.
-    t.apply(t.policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 8, .lease = 4}}).build());
+    // CPU 0 leases 4 of the aggregate and spends 1; after the lease lifetime
+    // its 3 go back when it next takes tokens, so nothing is lost and
+    // nothing minted.
+    t.apply(t.policy().add({.id = 1, .aggregate = Limit{.rate = 1, .burst = 8, .lease = 4}}).build());
     const Bytes frame = udp_from("192.0.2.3");
     EXPECT_EQ(t.verdicts(frame, 1), "P");
     ASSERT_NO_FATAL_FAILURE(t.use_cpu(1));

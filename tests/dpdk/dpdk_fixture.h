@@ -131,10 +131,10 @@ class DpdkTest : public ::testing::Test {
         EXPECT_TRUE(s.ok()) << describe(s);
         return s.ok() ? s.value().at(which) : ~0ull;
     }
-    std::pair<size_t, size_t> source_counts() {
-        auto s = dp_->source_counts();
+    SourceTableUsage source_table() {
+        auto s = dp_->source_table();
         EXPECT_TRUE(s.ok()) << describe(s);
-        return s.ok() ? s.value() : std::pair<size_t, size_t>{};
+        return s.ok() ? s.value() : SourceTableUsage{};
     }
 
   protected:

@@ -1,51 +1,47 @@
 // SPDX-License-Identifier: Apache-2.0
-// Idle collection in the DPDK dataplane: each worker deletes its own idle
-// source entries when the control thread asks (it is their only writer), the
-// control thread deletes idle shared (lease) entries after a grace period,
-// and an entry comes back as a new, full bucket.
+// The source table in a DPDK burst: a worker hashes every frame of a burst
+// and prefetches both of its sets before it decides any, yet decides them in
+// order, so a source's second frame in a burst finds the entry its first
+// created; and the table's size is the capacity asked for, rounded up.
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "common/verdict_scenarios.h"
 #include "dpdk_fixture.h"
 
 namespace sluice::test {
 namespace {
 
-class DpdkIdleSources : public DpdkTest, public ::testing::WithParamInterface<Accuracy> {
-  protected:
-    // Collects, lets the worker walk its table, and collects again to hear
-    // what it deleted.
-    size_t collect(uint64_t now) {
-        auto first = dp_->collect_idle_sources(now);
-        EXPECT_TRUE(first.ok()) << describe(first);
-        for (int i = 0; i < 10; i++) dp_->worker(0).poll_once();
-        auto second = dp_->collect_idle_sources(now);
-        EXPECT_TRUE(second.ok()) << describe(second);
-        return (first.ok() ? first.value() : 0) + (second.ok() ? second.value() : 0);
-    }
-};
+using DpdkSourceTable = DpdkTest;
 
-TEST_P(DpdkIdleSources, OnlyIdleSourcesAreCollectedAndComeBackFull) {
-    // 3 packets, 10/s on this worker: a bucket is full again 300 ms after its last use.
-    const uint64_t n = per_cpu(GetParam());
-    apply(policy().add({.id = 1, .per_source = Limit{.rate = 10 * n, .burst = 3 * n, .accuracy = GetParam()}}).build());
-    const Bytes idle = udp_from("10.0.0.1"), busy = udp_from("10.0.0.2");
-    EXPECT_EQ(verdicts(idle, 4), "PPPD");
-    EXPECT_EQ(verdicts(busy, 1), "P");
-    const size_t shared = GetParam() == Accuracy::lease ? 2 : 0;
-    EXPECT_EQ(source_counts(), std::make_pair(size_t{2}, shared));
+TEST_F(DpdkSourceTable, FramesOfOneBurstAreDecidedInOrder) {
+    apply(policy().add({.id = 1, .per_source = Limit{.rate = 10, .burst = 3}}).build());
+    // One burst of 32: 8 new sources, four frames each, interleaved.
+    for (int frame = 0; frame < 4; frame++)
+        for (int s = 1; s <= 8; s++) ASSERT_EQ(port_->inject(udp_from(scenarios::table_source(s))), 1u);
+    EXPECT_EQ(dp_->worker(0).poll_once(), 32u);
+    EXPECT_EQ(port_->drain_sent(), 24u);  // 3 of 4 for each
 
-    // 10 s later the first is idle; the second was just used.
-    set_clock(t0() + 10 * kSec);
-    EXPECT_EQ(verdicts(busy, 1), "P");
-    EXPECT_EQ(collect(t0() + 10 * kSec), GetParam() == Accuracy::lease ? 2u : 1u);
-    EXPECT_EQ(source_counts(), std::make_pair(size_t{1}, shared / 2));
-
-    // The collected source starts over with a full bucket.
-    EXPECT_EQ(verdicts(idle, 4), "PPPD");
-    EXPECT_EQ(stat(SLUICE_STAT_SOURCE_INSERTS), 3u);
+    const Counts c = counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 24u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 8u);
+    EXPECT_EQ(stat(SLUICE_STAT_SOURCE_INSERTS), 8u);
+    EXPECT_EQ(source_table().in_debt, 8u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Accuracy, DpdkIdleSources, ::testing::Values(Accuracy::split, Accuracy::lease), accuracy_name);
+TEST_F(DpdkSourceTable, CapacityIsRoundedUpToWholeSetsOfAPowerOfTwo) {
+    EXPECT_EQ(source_table().capacity, kDpdkTestCapacity);
+    DpdkOptions odd = options();
+    odd.source_capacity = 1000;
+    auto rounded = DpdkDataplane::create(odd);
+    SLUICE_ASSERT_OK(rounded);
+    auto usage = rounded.value()->source_table();
+    SLUICE_ASSERT_OK(usage);
+    EXPECT_EQ(usage.value().capacity, 1024u);
+    odd.source_capacity = 15;
+    EXPECT_FALSE(DpdkDataplane::create(odd).ok());
+}
 
 }  // namespace
 }  // namespace sluice::test

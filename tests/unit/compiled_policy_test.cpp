@@ -20,7 +20,7 @@ CompiledPolicy two_classes() {
         cls.class_id = id;
         cls.prefix_v4 = 32;
         cls.prefix_v6 = 64;
-        cls.per_source = make_level(100, 10);
+        cls.per_source = compile_source_limit({100, 10, Unit::packets}, 1518, "test").value();
         p.classes.push_back(cls);
     }
     p.prefixes.push_back(parse_prefix("198.51.100.0/24", 2).value());

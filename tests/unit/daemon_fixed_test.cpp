@@ -60,8 +60,9 @@ class FakePoint : public EnforcementPoint {
         for (const sluice_drop_event& event : events) on_event(event);
         return events.size();
     }
-    Result<std::pair<size_t, size_t>> source_counts() override { return std::pair<size_t, size_t>{3, 1}; }
-    Result<size_t> collect_idle_sources(uint64_t) override { return size_t{0}; }
+    Result<SourceTableUsage> source_table() override {
+        return SourceTableUsage{.capacity = 1024, .in_debt = 3, .known = 5};
+    }
     DecisionCost decision_cost() override { return {}; }
     bool decision_cost_enabled() const override { return true; }
     std::string kind() const override { return "dpdk"; }
@@ -187,8 +188,9 @@ TEST_F(DaemonFixedTest, StatusShowsTheDpdkPortWithoutXdpFacts) {
     EXPECT_EQ(port["name"], "port0");
     EXPECT_EQ(port["kind"], "dpdk");
     EXPECT_EQ(port["active_version"], 0);
-    EXPECT_EQ(port["sources_per_cpu"], 3);
-    EXPECT_EQ(port["sources_shared"], 1);
+    EXPECT_EQ(port["sources"]["in_debt"], 3);
+    EXPECT_EQ(port["sources"]["known"], 5);
+    EXPECT_EQ(port["sources"]["capacity"], 1024);
     for (const char* xdp_only : {"ifindex", "mode", "pin_dir"}) EXPECT_FALSE(port.contains(xdp_only)) << xdp_only;
     EXPECT_TRUE(status["daemon"]["bpffs_dir"].is_null());
     EXPECT_EQ(status["daemon"]["socket"], socket_);
@@ -196,7 +198,7 @@ TEST_F(DaemonFixedTest, StatusShowsTheDpdkPortWithoutXdpFacts) {
 
     const CtlRun human = ctl({"status"});
     EXPECT_EQ(human.status, 0) << human.err;
-    EXPECT_NE(human.out.find("\nport0  dpdk  -        3/1/262144                        -\n"), std::string::npos)
+    EXPECT_NE(human.out.find("\nport0  dpdk  -        3/5/1024                         -\n"), std::string::npos)
         << human.out;
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Lease mode across N simulated CPUs: the burst + rate*T + N*L bound, a
-// saturating sender's share of it, and conservation of tokens through
-// leases, spends, returns and expiry.
+// Lease mode across N simulated CPUs (at the class aggregate, one of the
+// levels that lease): the burst + rate*T + N*L bound, a saturating sender's
+// share of it, and conservation of tokens through leases, spends, returns
+// and expiry.
 #include <random>
 
 #include "core_support.h"
@@ -17,8 +18,9 @@ struct Cluster {
     Cluster(const sluice_level_limit& l, uint32_t n) : level(l), cpus(n) {}
 
     sluice_decision offer(uint32_t cpu, uint32_t frame_len, uint64_t now) {
-        sluice_level_ref refs[SLUICE_LEVEL_COUNT] = {{&level, &cpus[cpu], &shared}, {}, {}};
-        return sluice_decide(refs, frame_len, now);
+        sluice_levels levels{};
+        levels.aggregate = {&level, &cpus[cpu], &shared};
+        return sluice_decide(&levels, frame_len, now);
     }
     uint64_t held_nano() const {
         uint64_t sum = shared.tokens_nano;

@@ -57,6 +57,9 @@ DaemonSnapshot snapshot_with_traffic() {
     sl0.counters[sluice_counter_index(2, SLUICE_VERDICT_DROP, SLUICE_REASON_TABLE_FULL)] = {7, 448};
     sl0.counters[sluice_counter_index(9, SLUICE_VERDICT_PASS, SLUICE_REASON_ADMITTED)] = {1, 64};  // a removed class
     sl0.stats[SLUICE_STAT_SOURCE_INSERTS] = 12;
+    sl0.stats[SLUICE_STAT_SOURCE_EVICTIONS] = 4;
+    sl0.stats[SLUICE_STAT_SOURCE_CONTENDED] = 1;
+    sl0.sources = SourceTableUsage{.capacity = 1024, .in_debt = 9, .known = 30};
     sl0.stats[SLUICE_STAT_STATE_LOOKUP_FAILED] = 2;
     sl0.syscall_errors.emplace();
     (*sl0.syscall_errors)[static_cast<size_t>(SyscallOp::map_lookup)] = 4;
@@ -92,6 +95,7 @@ TEST(Metrics, DecisionsByInterfaceClassVerdictAndReason) {
     EXPECT_EQ(value(families, "sluice_packets_total", {{"class", "class_9"}, {"reason", "admitted"}}), 1);
     EXPECT_EQ(value(families, "sluice_table_full_decisions_total", {{"decision", "closed"}}), 7);
     EXPECT_EQ(value(families, "sluice_table_full_decisions_total", {{"decision", "open"}}), 0);
+    EXPECT_EQ(value(families, "sluice_table_full_decisions_total", {{"decision", "evict"}}), 4);
 }
 
 TEST(Metrics, CostStateAndPolicy) {
@@ -100,7 +104,11 @@ TEST(Metrics, CostStateAndPolicy) {
     EXPECT_EQ(value(families, "sluice_bpf_run_count_total", {{"interface", "sl0"}}), 1e7);
     EXPECT_EQ(value(families, "sluice_dataplane_errors_total", {{"operation", "map_lookup"}}), 4);
     EXPECT_EQ(value(families, "sluice_dataplane_errors_total", {{"operation", "state_lookup"}}), 2);
-    EXPECT_EQ(value(families, "sluice_source_inserts_total", {{"table", "per_cpu"}}), 12);
+    EXPECT_EQ(value(families, "sluice_source_inserts_total", {{"interface", "sl0"}}), 12);
+    EXPECT_EQ(value(families, "sluice_source_contended_total", {{"interface", "sl0"}}), 1);
+    EXPECT_EQ(value(families, "sluice_sources", {{"state", "in_debt"}}), 9);
+    EXPECT_EQ(value(families, "sluice_sources", {{"state", "known"}}), 30);
+    EXPECT_EQ(value(families, "sluice_source_capacity", {{"interface", "sl0"}}), 1024);
     EXPECT_EQ(value(families, "sluice_policy_version", {}), 3);
     EXPECT_EQ(value(families, "sluice_policy_info", {{"version", "3"}, {"sha256", "abc"}}), 1);
     EXPECT_EQ(value(families, "sluice_policy_pushes_total", {{"result", "rejected"}}), 1);

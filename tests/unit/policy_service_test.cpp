@@ -85,7 +85,7 @@ bool same_classes(const CompiledPolicy& a, const CompiledPolicy& b) {
 
 uint32_t web_rate(const CompiledPolicy& policy, uint32_t web_id) {
     const sluice_class_entry* web = policy.find_class(web_id);
-    return web ? static_cast<uint32_t>(web->per_source.full.rate_per_s) : 0;
+    return web ? static_cast<uint32_t>(SLUICE_NANO / web->per_source.current.interval_ns) : 0;
 }
 
 class PolicyServiceTest : public ::testing::Test {

@@ -83,7 +83,8 @@ TEST(PolicyToml, TheExampleFileLoads) {
         EXPECT_EQ(policy.compiled.prefixes.size(), 8u);
         EXPECT_EQ(entry(policy, "web").aggregate.unit, SLUICE_UNIT_BYTES);
         EXPECT_EQ(entry(policy, "partner").prefix_v4, 24);
-        EXPECT_EQ(entry(policy, "partner").table_full_verdict, SLUICE_VERDICT_DROP);
+        EXPECT_EQ(entry(policy, "partner").on_table_full, SLUICE_TABLE_FULL_CLOSED);
+        EXPECT_TRUE(entry(policy, "default").new_sources.enabled);
         EXPECT_EQ(entry(policy, "monitoring").action, SLUICE_ACTION_PASS);
         EXPECT_EQ(entry(policy, "blocked").action, SLUICE_ACTION_DROP);
     }
@@ -102,7 +103,7 @@ TEST(PolicyToml, AMinimalPolicyGetsEveryDefault) {
     const sluice_class_entry& cls = policy.compiled.classes[0];
     EXPECT_EQ(cls.class_id, 1u);
     EXPECT_EQ(cls.action, SLUICE_ACTION_LIMIT);
-    EXPECT_EQ(cls.table_full_verdict, SLUICE_VERDICT_PASS);
+    EXPECT_EQ(cls.on_table_full, SLUICE_TABLE_FULL_EVICT);
     EXPECT_EQ(cls.prefix_v4, 32);
     EXPECT_EQ(cls.prefix_v6, 64);
     EXPECT_FALSE(cls.per_source.enabled);
@@ -131,16 +132,18 @@ aggregate = { rate = 8_000_000, burst = 800_000 }
     EXPECT_EQ(policy.compiled.header.non_ip_verdict, SLUICE_VERDICT_DROP);
     EXPECT_EQ(policy.compiled.header.malformed_verdict, SLUICE_VERDICT_PASS);
     const sluice_class_entry& cls = entry(policy, "default");
-    EXPECT_EQ(cls.table_full_verdict, SLUICE_VERDICT_DROP);
+    EXPECT_EQ(cls.on_table_full, SLUICE_TABLE_FULL_CLOSED);
     EXPECT_EQ(cls.prefix_v4, 24);
     EXPECT_EQ(cls.prefix_v6, 56);
-    for (const sluice_level_limit& level : {cls.per_source, cls.aggregate}) {
-        EXPECT_TRUE(level.enabled);
-        EXPECT_EQ(level.unit, SLUICE_UNIT_BYTES);
-        EXPECT_EQ(level.accuracy, SLUICE_ACCURACY_SPLIT);
-    }
-    // 100_000 / 4 CPUs = 25_000 bytes per CPU >= 1518: only valid because max_frame_bytes came down.
-    EXPECT_EQ(cls.per_source.share.burst_nano, 25'000 * SLUICE_NANO);
+    EXPECT_TRUE(cls.per_source.enabled);
+    EXPECT_EQ(cls.per_source.current.unit, SLUICE_UNIT_BYTES);
+    EXPECT_TRUE(cls.aggregate.enabled);
+    EXPECT_EQ(cls.aggregate.unit, SLUICE_UNIT_BYTES);
+    EXPECT_EQ(cls.aggregate.accuracy, SLUICE_ACCURACY_SPLIT);
+    // 800_000 / 4 CPUs = 200_000 bytes per CPU; 1 µs of schedule per byte per source.
+    EXPECT_EQ(cls.aggregate.share.burst_nano, 200'000 * SLUICE_NANO);
+    EXPECT_EQ(cls.per_source.current.interval_ns, 1000u);
+    EXPECT_EQ(cls.per_source.current.tolerance_ns, 100'000'000u);
 }
 
 TEST(PolicyToml, ClassesOverrideDefaultsAndPerSourceOverridesTheClass) {
@@ -159,14 +162,14 @@ name = "other"
 per_source = { rate = 1_000_000, burst = 100_000, prefix_v4 = 16 }
 )toml");
     const sluice_class_entry& cls = entry(policy, "default");
-    EXPECT_EQ(cls.per_source.unit, SLUICE_UNIT_PACKETS);
+    EXPECT_EQ(cls.per_source.current.unit, SLUICE_UNIT_PACKETS);
     EXPECT_EQ(cls.aggregate.unit, SLUICE_UNIT_BYTES);
-    EXPECT_EQ(cls.table_full_verdict, SLUICE_VERDICT_DROP);
+    EXPECT_EQ(cls.on_table_full, SLUICE_TABLE_FULL_CLOSED);
     EXPECT_EQ(cls.prefix_v4, 24);
     EXPECT_EQ(cls.prefix_v6, 48);
     const sluice_class_entry& other = entry(policy, "other");
-    EXPECT_EQ(other.per_source.unit, SLUICE_UNIT_BYTES);
-    EXPECT_EQ(other.table_full_verdict, SLUICE_VERDICT_PASS);
+    EXPECT_EQ(other.per_source.current.unit, SLUICE_UNIT_BYTES);
+    EXPECT_EQ(other.on_table_full, SLUICE_TABLE_FULL_EVICT);
     EXPECT_EQ(other.prefix_v4, 16);
     EXPECT_EQ(other.prefix_v6, 64);
 }
@@ -188,13 +191,48 @@ unit = "bytes"
 max_frame_bytes = 1500
 per_source = { rate = 1_000_000, burst = 1500 }
 )toml");
-    EXPECT_EQ(entry(policy, "default").per_source.full.burst_nano, 1500 * SLUICE_NANO);
+    // 1 µs per byte: a full bucket is 1500 µs ahead of schedule.
+    EXPECT_EQ(entry(policy, "default").per_source.current.tolerance_ns, 1500u * 1000);
+}
+
+TEST(PolicyToml, PerSourceLimitsAreExactSoTakeNoAccuracyOrLease) {
+    for (const char* key : {"accuracy = \"split\"", "lease = 10", "lease_ttl_ms = 5"}) {
+        const std::string e = error_of(
+            std::string("[[class]]\nname = \"default\"\nper_source = { rate = 1000, burst = 2000, ") + key + " }\n");
+        EXPECT_THAT(e, StartsWith("p.toml:3:"));
+        EXPECT_THAT(e, HasSubstr("per-source limits are exact across CPUs"));
+    }
+}
+
+TEST(PolicyToml, APerSourceBurstTakesAtMostSeventyThreeMinutesToRefill) {
+    const std::string e = error_of("[[class]]\nname = \"default\"\nper_source = { rate = 1, burst = 5000 }\n");
+    EXPECT_THAT(e,
+                StartsWith("p.toml:3:34: class \"default\".per_source.burst: burst 5000 packets at 1/s takes 5000 s"));
+    EXPECT_THAT(e, HasSubstr("lower burst to at most 4398 or raise rate"));
+    EXPECT_TRUE(load("[[class]]\nname = \"default\"\nper_source = { rate = 1, burst = 4398 }\n").ok());
+}
+
+TEST(PolicyToml, NewSourcesIsABucketLevelThatNeedsAPerSourceLimit) {
+    const LoadedPolicy policy = load_ok(R"toml([[class]]
+name = "default"
+per_source = { rate = 100, burst = 200 }
+new_sources = { rate = 5_000, burst = 500, accuracy = "split" }
+aggregate = { rate = 50_000, burst = 5_000 }
+)toml",
+                                        {}, 2);
+    const sluice_class_entry& cls = entry(policy, "default");
+    EXPECT_TRUE(cls.new_sources.enabled);
+    EXPECT_EQ(cls.new_sources.accuracy, SLUICE_ACCURACY_SPLIT);
+    EXPECT_EQ(cls.new_sources.share.rate_per_s, 2'500u);
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nnew_sources = { rate = 10, burst = 10 }\n"),
+                StartsWith("p.toml:3:15: class \"default\".new_sources: needs a per_source limit"));
 }
 
 TEST(PolicyToml, SplitGivesEachCpuAShareLeaseSizesLeases) {
     const LoadedPolicy policy = load_ok(R"toml([[class]]
 name = "default"
-per_source = { rate = 1000, burst = 2000, accuracy = "split" }
+new_sources = { rate = 1000, burst = 2000, accuracy = "split" }
+per_source = { rate = 10, burst = 20 }
 aggregate = { rate = 100_000, burst = 64_000 }
 [[class]]
 name = "tuned"
@@ -202,10 +240,10 @@ aggregate = { rate = 100_000, burst = 64_000, lease = 500, lease_ttl_ms = 250 }
 )toml",
                                         {}, 8);
     const sluice_class_entry& cls = entry(policy, "default");
-    EXPECT_EQ(cls.per_source.accuracy, SLUICE_ACCURACY_SPLIT);
-    EXPECT_EQ(cls.per_source.share.rate_per_s, 125u);
-    EXPECT_EQ(cls.per_source.share.burst_nano, 250 * SLUICE_NANO);
-    EXPECT_EQ(cls.per_source.lease_nano, 0u);
+    EXPECT_EQ(cls.new_sources.accuracy, SLUICE_ACCURACY_SPLIT);
+    EXPECT_EQ(cls.new_sources.share.rate_per_s, 125u);
+    EXPECT_EQ(cls.new_sources.share.burst_nano, 250 * SLUICE_NANO);
+    EXPECT_EQ(cls.new_sources.lease_nano, 0u);
     EXPECT_EQ(cls.aggregate.accuracy, SLUICE_ACCURACY_LEASE);
     EXPECT_EQ(cls.aggregate.lease_nano, 64'000 * SLUICE_NANO / (kLeaseBurstDivisor * 8));
     EXPECT_EQ(cls.aggregate.lease_ttl_ns, kDefaultLeaseTtlNs);
@@ -218,10 +256,10 @@ aggregate = { rate = 100_000, burst = 64_000, lease = 500, lease_ttl_ms = 250 }
 TEST(PolicyToml, SplitSharesTooSmallForTheCpuCountAreRefused) {
     const std::string e = error_of(R"toml([[class]]
 name = "default"
-per_source = { rate = 10, burst = 100, accuracy = "split" }
+aggregate = { rate = 10, burst = 100, accuracy = "split" }
 )toml",
                                    {}, 16);
-    EXPECT_THAT(e, StartsWith("p.toml:3:23: class \"default\".per_source.rate: split accuracy gives each of 16 CPUs"));
+    EXPECT_THAT(e, StartsWith("p.toml:3:22: class \"default\".aggregate.rate: split accuracy gives each of 16 CPUs"));
 }
 
 TEST(PolicyToml, LeaseSettingsOnASplitLimitAreRefused) {
@@ -229,9 +267,9 @@ TEST(PolicyToml, LeaseSettingsOnASplitLimitAreRefused) {
 accuracy = "split"
 [[class]]
 name = "default"
-per_source = { rate = 1000, burst = 2000, lease_ttl_ms = 5 }
+aggregate = { rate = 1000, burst = 2000, lease_ttl_ms = 5 }
 )toml");
-    EXPECT_THAT(e, StartsWith("p.toml:5:58: class \"default\".per_source.lease_ttl_ms: applies only to accuracy"));
+    EXPECT_THAT(e, StartsWith("p.toml:5:57: class \"default\".aggregate.lease_ttl_ms: applies only to accuracy"));
 }
 
 TEST(PolicyToml, TheDefaultClassIsTheOneNamedDefaultOrDefaultsClass) {
@@ -467,7 +505,7 @@ TEST(PolicyToml, UnknownKeysAreRefusedEverywhere) {
                 StartsWith("p.toml:3:3: class \"default\".matches: unknown key; allowed here: name, match,"));
     EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nper_source = { rate = 1, burst = 1, prefix = 24 }\n"),
                 StartsWith("p.toml:3:37: class \"default\".per_source.prefix: unknown key; allowed here: rate, burst, "
-                           "unit, accuracy, lease, lease_ttl_ms, prefix_v4, prefix_v6"));
+                           "unit, prefix_v4, prefix_v6"));
     // prefix_v4 is a per_source key, not an aggregate one.
     EXPECT_THAT(error_of("[[class]]\nname = \"default\"\naggregate = { rate = 1, burst = 1, prefix_v4 = 24 }\n"),
                 StartsWith("p.toml:3:36: class \"default\".aggregate.prefix_v4: unknown key; allowed here: rate, "
@@ -534,7 +572,7 @@ TEST(PolicyToml, UnknownEnumStringsListTheChoices) {
                 StartsWith("p.toml:3:10: class \"default\".action: expected one of \"limit\", \"pass\", \"drop\", got "
                            "a string (\"block\")"));
     EXPECT_THAT(error_of("[defaults]\non_table_full = \"pass\"\n[[class]]\nname = \"default\"\n"),
-                StartsWith("p.toml:2:17: defaults.on_table_full: expected one of \"open\", \"closed\""));
+                StartsWith("p.toml:2:17: defaults.on_table_full: expected one of \"evict\", \"open\", \"closed\""));
 }
 
 TEST(PolicyToml, ClassNamesAreValidAndUnique) {

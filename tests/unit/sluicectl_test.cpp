@@ -304,9 +304,9 @@ json status_result() {
       "policy": {"version": 7, "sha256": "0123456789abcdef0123", "origin": "push", "applied_unix_s": 1796218554},
       "interfaces": [
         {"name": "sl0", "ifindex": 5, "mode": "native", "active_version": 7, "pin_dir": "/sys/fs/bpf/sluice/sl0",
-         "sources_per_cpu": 12, "sources_shared": 3, "source_capacity": 262144},
+         "sources": {"capacity": 1048576, "in_debt": 12, "known": 300, "occupancy": 0.0000114}},
         {"name": "uplink1", "ifindex": 6, "mode": "generic", "active_version": 0, "pin_dir": "/sys/fs/bpf/sluice/uplink1",
-         "sources_per_cpu": 0, "sources_shared": 0, "source_capacity": 262144}],
+         "sources": {"capacity": 1048576, "in_debt": 0, "known": 0, "occupancy": 0}}],
       "unprotected": ["eth0", "eth1"]})");
 }
 
@@ -315,9 +315,9 @@ TEST(SluicectlOutput, Status) {
               "daemon: pid 4242, version 0.1.0, up 2h 5m, socket /run/sluice/sluiced.sock\n"
               "policy: version 7, sha256 0123456789ab, origin push, applied 2026-12-02T13:35:54Z\n"
               "\n"
-              "NAME     MODE     VERSION  SOURCES(per-cpu/shared)/CAPACITY  PIN\n"
-              "sl0      native   7        12/3/262144                       /sys/fs/bpf/sluice/sl0\n"
-              "uplink1  generic  -        0/0/262144                        /sys/fs/bpf/sluice/uplink1\n"
+              "NAME     MODE     VERSION  SOURCES(in debt/known)/CAPACITY  PIN\n"
+              "sl0      native   7        12/300/1048576                   /sys/fs/bpf/sluice/sl0\n"
+              "uplink1  generic  -        0/0/1048576                      /sys/fs/bpf/sluice/uplink1\n"
               "unprotected: eth0, eth1 (UP without Sluice)\n");
 
     json bare = status_result();
@@ -444,11 +444,11 @@ TEST(SluicectlOutput, StatsSayWhenTheDecisionCostIsUnknown) {
 TEST(SluicectlOutput, DpdkPortsShowTheirKindAndNoBpf) {
     json status = status_result();
     status["interfaces"] = json::parse(R"([{"name": "port0", "kind": "dpdk", "active_version": 7,
-        "sources_per_cpu": 4, "sources_shared": 1, "source_capacity": 1024}])");
+        "sources": {"capacity": 1024, "in_debt": 4, "known": 7, "occupancy": 0.004}}])");
     status["unprotected"] = json::array();
     const std::string text = format_status(status);
-    EXPECT_NE(text.find("\nNAME   MODE  VERSION  SOURCES(per-cpu/shared)/CAPACITY  PIN\n"
-                        "port0  dpdk  7        4/1/1024                          -\n"),
+    EXPECT_NE(text.find("\nNAME   MODE  VERSION  SOURCES(in debt/known)/CAPACITY  PIN\n"
+                        "port0  dpdk  7        4/7/1024                         -\n"),
               std::string::npos)
         << text;
 

@@ -24,7 +24,7 @@
 
 /* Bumped on any change to a struct below: a daemon refuses pinned maps whose
  * ABI version differs instead of reinterpreting them. */
-#define SLUICE_ABI_VERSION 2
+#define SLUICE_ABI_VERSION 3
 
 /* ---- units and limits ------------------------------------------------------
  * Tokens are kept in nano-units: one packet (or one byte) is 10^9 nano-units,
@@ -61,7 +61,9 @@ SLUICE_STATIC_ASSERT(SLUICE_BURST_MAX * SLUICE_NANO <= (0xffffffffffffffffULL - 
 	X(SHAPED, "shaped", "sent after waiting in the class's shaping queue") \
 	X(QUEUE_FULL, "queue_full", "the class's shaping queue was full")      \
 	X(DEADLINE, "deadline",                                                \
-	  "queueing delay would pass the class's max_delay_ms")
+	  "queueing delay would pass the class's max_delay_ms")                \
+	X(NEW_SOURCE, "new_source",                                            \
+	  "the class's budget for sources without state was empty")
 
 enum sluice_verdict {
 #define SLUICE_X(id, label, help) SLUICE_VERDICT_##id,
@@ -77,12 +79,14 @@ enum sluice_reason {
 	SLUICE_REASON_COUNT
 };
 
-/* The levels a limited packet passes, in the order they are checked. */
+/* The levels a limited packet passes, in the order they are checked. NEW_SOURCE
+ * applies only to packets whose source has no entry in the source table. */
 enum sluice_level {
 	SLUICE_LEVEL_SOURCE = 0,
-	SLUICE_LEVEL_CLASS = 1,
-	SLUICE_LEVEL_GLOBAL = 2,
-	SLUICE_LEVEL_COUNT = 3,
+	SLUICE_LEVEL_NEW_SOURCE = 1,
+	SLUICE_LEVEL_CLASS = 2,
+	SLUICE_LEVEL_GLOBAL = 3,
+	SLUICE_LEVEL_COUNT = 4,
 	SLUICE_LEVEL_NONE = 0xff, /* no level refused */
 };
 
@@ -100,6 +104,13 @@ enum sluice_action {
 	SLUICE_ACTION_LIMIT = 0,
 	SLUICE_ACTION_PASS = 1,
 	SLUICE_ACTION_DROP = 2,
+};
+
+/* What a new source gets when both of its sets hold only sources in debt. */
+enum sluice_table_full {
+	SLUICE_TABLE_FULL_EVICT = 0,  /* take the entry closest to free (never the deepest in debt) */
+	SLUICE_TABLE_FULL_OPEN = 1,   /* pass the packet untracked, reason table_full */
+	SLUICE_TABLE_FULL_CLOSED = 2, /* drop the packet, reason table_full */
 };
 
 /* ---- bucket state ----------------------------------------------------------
@@ -130,6 +141,39 @@ struct sluice_level_limit {
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_level_limit) == 80, "sluice_level_limit layout");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_level_limit, lease_nano) == 48,
                      "sluice_level_limit.lease_nano offset");
+
+/* One GCRA limit: a source's state is how far ahead of its schedule it is, in
+ * ns (source_table.h); each packet moves it on by its cost, and it may be at
+ * most tolerance_ns ahead. Costs are whole ns, rounded up, so a source never
+ * gets more than its limit. */
+struct sluice_gcra_limit {
+	__u64 interval_ns;   /* 10^9 / rate: ns of schedule one unit costs, integer part */
+	__u32 interval_frac; /* its fraction, in 2^-32 ns, rounded up */
+	__u8 unit;           /* enum sluice_unit */
+	__u8 _pad[3];
+	__u64 tolerance_ns;  /* the cost of a whole burst: how far ahead a source may get */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_gcra_limit) == 24, "sluice_gcra_limit layout");
+
+/* The per-source level. A source's debt is kept in time, and the same time
+ * means more packets under a lower rate: so each entry records the
+ * generation of its class's limit that wrote it, and when the limit changes
+ * (the dataplane bumps the generation as it applies the change) a source
+ * written under the one before has its debt converted on first sight to the
+ * same tokens under the new one. A change never grants packets. */
+struct sluice_source_limit {
+	struct sluice_gcra_limit current;
+	__u64 previous_tolerance_ns; /* the limit this one replaced: its tolerance (0: none) */
+	__u64 previous_scale;        /* and how much more schedule a unit costs now than
+	                              * then: interval now / interval then, 32.32 fixed
+	                              * point (1.0 when the unit changed) */
+	__u8 enabled;                /* 0: no per-source limit */
+	__u8 generation;             /* 0..3 */
+	__u8 _pad[6];
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_source_limit) == 48, "sluice_source_limit layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_source_limit, enabled) == 40,
+                     "sluice_source_limit.enabled offset");
 
 /* One CPU's state for one level. Split mode: a token bucket and the time it
  * was last refilled. Lease mode: the unspent part of a lease and the time it
@@ -170,6 +214,50 @@ struct sluice_source_key {
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_source_key) == 24, "sluice_source_key layout");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_source_key, addr) == 8,
                      "sluice_source_key.addr offset");
+
+/* ---- the source table ---------------------------------------------------------
+ * A fixed array of 64-byte sets, each one cache line of 8 entries; a source
+ * lives in one of two sets picked by a keyed hash (source_table.h says how
+ * it is used). An entry is one 64-bit word, so its tag and its state change
+ * together under one compare-and-swap:
+ *
+ *   bit 63      pending: the entry is being created; nobody else touches it
+ *   bits 62..47 tag: 16 bits of the source's keyed hash, never 0 in use
+ *   bits 46..45 generation of its class's per-source limit that wrote it
+ *   bits 44..0  theoretical arrival time (TAT) modulo 2^45 ns (9.8 h)
+ *
+ * 0 is an empty entry. A TAT no later than now is a full bucket: the entry
+ * is free to take, and the table needs no deletes. */
+#define SLUICE_SET_WAYS 8
+#define SLUICE_ENTRY_TAT_BITS 45
+#define SLUICE_ENTRY_TAT_MASK ((1ULL << SLUICE_ENTRY_TAT_BITS) - 1)
+#define SLUICE_ENTRY_GENERATION_SHIFT SLUICE_ENTRY_TAT_BITS
+#define SLUICE_ENTRY_GENERATION_MASK (3ULL << SLUICE_ENTRY_GENERATION_SHIFT)
+#define SLUICE_ENTRY_TAG_SHIFT 47
+#define SLUICE_ENTRY_TAG_BITS 16
+#define SLUICE_ENTRY_TAG_MASK (((1ULL << SLUICE_ENTRY_TAG_BITS) - 1) << SLUICE_ENTRY_TAG_SHIFT)
+#define SLUICE_ENTRY_PENDING (1ULL << 63)
+/* The most a source can be ahead of its schedule (the control plane refuses
+ * a per-source tolerance above it): 2^42 ns, 73 minutes. A TAT further ahead
+ * than this is read as an old, free entry. */
+#define SLUICE_DEBT_MAX_NS (1ULL << 42)
+/* Sets: at least 2 (a source's second set differs from its first), at most
+ * 2^23 (the hash bits that pick them): 16 .. 2^26 entries. */
+#define SLUICE_SOURCE_SETS_MIN 2U
+#define SLUICE_SOURCE_SETS_MAX (1U << 23)
+
+struct sluice_source_set {
+	__u64 entry[SLUICE_SET_WAYS];
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_source_set) == 64, "sluice_source_set layout: one cache line");
+
+/* The keyed hash's key, drawn at random when the table is created and kept
+ * with it: with another key every source would land in other sets. */
+#define SLUICE_HASH_KEY_WORDS 6
+struct sluice_hash_key {
+	__u64 word[SLUICE_HASH_KEY_WORDS];
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_hash_key) == 48, "sluice_hash_key layout");
 
 /* LPM trie keys for classification. Both policy slots share one trie per
  * family: the slot is the first 32 bits of the key, always part of the
@@ -217,19 +305,25 @@ SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_shape, max_delay_ns) == 8,
                      "sluice_shape.max_delay_ns offset");
 
 struct sluice_class_entry {
-	struct sluice_level_limit per_source;
+	struct sluice_source_limit per_source;
+	/* Packets of sources without an entry in the source table also spend
+	 * from this class-wide budget, so a flood of never-seen (spoofed)
+	 * sources cannot take the whole aggregate from the sources it knows. */
+	struct sluice_level_limit new_sources;
 	struct sluice_level_limit aggregate;
 	__u32 class_id;
 	__u8 action;        /* enum sluice_action */
-	__u8 table_full_verdict; /* enum sluice_verdict when source state cannot be created */
+	__u8 on_table_full; /* enum sluice_table_full */
 	__u8 prefix_v4;     /* source aggregation: 1..32, default 32 */
 	__u8 prefix_v6;     /* source aggregation: 1..128, default 64 */
 	struct sluice_shape shape; /* sluice-dpdk only: needs action LIMIT and an aggregate */
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 184, "sluice_class_entry layout");
-SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, class_id) == 160,
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 232, "sluice_class_entry layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, new_sources) == 48,
+                     "sluice_class_entry.new_sources offset");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, class_id) == 208,
                      "sluice_class_entry.class_id offset");
-SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, shape) == 168,
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, shape) == 216,
                      "sluice_class_entry.shape offset");
 
 struct sluice_policy_header {
@@ -260,11 +354,13 @@ SLUICE_INLINE __u32 sluice_counter_index(__u32 class_id, __u32 verdict, __u32 re
 /* Dataplane health counters, one per-CPU slot each. X(ID, label, help). */
 #define SLUICE_STAT_LIST(X)                                                    \
 	X(NO_POLICY, "no_policy", "packets passed before any policy was applied") \
-	X(SOURCE_INSERTS, "source_inserts", "per-CPU source entries created")  \
-	X(SHARED_SOURCE_INSERTS, "shared_source_inserts",                      \
-	  "shared (lease) source entries created")                             \
+	X(SOURCE_INSERTS, "source_inserts", "source entries created")          \
+	X(SOURCE_EVICTIONS, "source_evictions",                                \
+	  "entries of sources in debt taken for a new source (on_table_full = evict)") \
 	X(SOURCE_TABLE_FULL, "source_table_full",                              \
-	  "source state could not be created; on_table_full decided")          \
+	  "new sources found both sets in debt; on_table_full = open or closed decided") \
+	X(SOURCE_CONTENDED, "source_contended",                                \
+	  "packets dropped because another CPU kept their source's entry busy") \
 	X(DROP_EVENTS_SENT, "drop_events_sent", "sampled drops sent to the ring buffer") \
 	X(DROP_EVENTS_LOST, "drop_events_lost", "sampled drops lost: ring buffer full") \
 	X(STATE_LOOKUP_FAILED, "state_lookup_failed",                          \
@@ -280,13 +376,18 @@ enum sluice_stat {
 };
 
 /* Written once when the maps are created; a daemon that re-adopts pinned
- * maps refuses them unless abi_version matches its own. */
+ * maps refuses them unless abi_version matches its own, and loads its
+ * program with hash_key, under which the pinned source table was filled. */
 struct sluice_meta {
-	__u32 abi_version; /* SLUICE_ABI_VERSION */
+	__u32 abi_version; /* SLUICE_ABI_VERSION; first, so any version can read it */
 	__u32 max_classes; /* SLUICE_MAX_CLASSES */
 	__u64 created_ns;  /* CLOCK_MONOTONIC at creation */
+	__u32 source_sets; /* sets in the source table */
+	__u32 _pad;
+	struct sluice_hash_key hash_key;
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_meta) == 16, "sluice_meta layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_meta) == 72, "sluice_meta layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_meta, hash_key) == 24, "sluice_meta.hash_key offset");
 
 /* A sampled drop, sent on a ring buffer for hot-source detection. */
 struct sluice_drop_event {

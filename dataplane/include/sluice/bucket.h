@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Token-bucket and lease arithmetic, shared by BPF, DPDK and the tests.
+ * Token-bucket and lease arithmetic for the class aggregate, the class's
+ * new-source budget and the global ceiling, shared by BPF, DPDK and the
+ * tests. (Sources are GCRA entries in a shared table: source_table.h.)
  *
  * Fast path only: no clock reads (`now` is always an argument), no division
  * but one on the refused path of lease mode (sluice_lease_back_off),
@@ -167,27 +169,6 @@ SLUICE_INLINE int sluice_lease_acquire(struct sluice_shared_bucket *shared,
 	lease->tokens_nano += grant;
 	lease->stamp_ns = now + level->lease_ttl_ns;
 	return 1;
-}
-
-/* ---- idle entries ----------------------------------------------------------- */
-
-/* Has a source entry sat unused long enough that a new (full) bucket would
- * hold exactly what it holds? Then deleting it changes no decision. `last_use`
- * is its stamp: the last refill (split) or the lease's expiry (lease), the
- * latest over CPUs; `shared_table` says it is the bucket behind the leases.
- * Entries of classes that no longer limit sources are stale at once. */
-SLUICE_INLINE int sluice_source_is_idle(const struct sluice_class_entry *cls, int shared_table, __u64 last_use,
-					__u64 now)
-{
-	const struct sluice_level_limit *level = &cls->per_source;
-	const struct sluice_limit *limit;
-
-	if (cls->action != SLUICE_ACTION_LIMIT || !level->enabled)
-		return 1;
-	/* By a full fill time after a lease expired, the shared bucket is full
-	 * again and the unspent lease is worth nothing. */
-	limit = shared_table || level->accuracy == SLUICE_ACCURACY_LEASE ? &level->full : &level->share;
-	return now > last_use && now - last_use >= limit->fill_ns + level->lease_ttl_ns;
 }
 
 #endif /* SLUICE_BUCKET_H */

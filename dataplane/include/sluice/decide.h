@@ -1,14 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The per-packet decision over abstract state: the backend (BPF maps, DPDK
- * tables, a test's arrays) looks up the state of each level and hands this
- * file pointers; everything after the lookups is here, once.
+ * tables, a test's arrays) finds the state of each level and hands this file
+ * pointers; everything after that is here, once.
+ *
+ * Levels, in order: the source (GCRA in the shared source table,
+ * source_table.h), the class's budget for new sources (only for sources
+ * without an entry), the class aggregate and the global ceiling (token
+ * buckets in split or lease mode, bucket.h).
  *
  * Composition is check-then-commit: every level is checked first (taking
  * leases as needed, which moves tokens but spends none), and the cost is
- * deducted from every level only if all admit. A packet refused at any level
+ * charged to every level only if all admit. A packet refused at any level
  * spends nothing anywhere, and its drop is counted under the level that
- * refused it.
+ * refused it. The source is charged first, by a compare-and-swap that fails
+ * if another CPU charged it since the check: the source is then checked
+ * again, and if it now refuses, the levels above have spent nothing.
  *
  * Lease mode takes the shared bucket's lock; the backend says how by defining
  * SLUICE_SHARED_LOCK(shared) and SLUICE_SHARED_UNLOCK(shared) before including
@@ -22,6 +29,24 @@
 #include "abi.h"
 #include "bucket.h"
 #include "parse.h"
+#include "source_table.h"
+
+/* How the source level finds and charges a source (source_table.h), and how
+ * sluice_decide settles and commits it (below). A backend may route these
+ * through functions of its own: the BPF program does, so the verifier checks
+ * each of them once rather than once for every way of reaching it. */
+#ifndef SLUICE_SOURCE_FIND
+#define SLUICE_SOURCE_FIND(src, now, look) sluice_source_find((src), (now), (look))
+#endif
+#ifndef SLUICE_SOURCE_CHARGE
+#define SLUICE_SOURCE_CHARGE(src, look, cost, now) sluice_source_charge((src), (look), (cost), (now))
+#endif
+#ifndef SLUICE_SOURCE_SETTLE
+#define SLUICE_SOURCE_SETTLE(src, cost, now, look, d) sluice_source_settle((src), (cost), (now), (look), (d))
+#endif
+#ifndef SLUICE_SOURCE_COMMIT
+#define SLUICE_SOURCE_COMMIT(src, cost, now, look, d) sluice_source_commit((src), (cost), (now), (look), (d))
+#endif
 
 #if !defined(SLUICE_SHARED_LOCK) || !defined(SLUICE_SHARED_UNLOCK)
 #error "define SLUICE_SHARED_LOCK(shared) and SLUICE_SHARED_UNLOCK(shared) before including sluice/decide.h"
@@ -34,10 +59,28 @@ struct sluice_level_ref {
 	struct sluice_shared_bucket *shared;    /* lease mode: the bucket behind the leases */
 };
 
+/* Every level of one packet. */
+struct sluice_levels {
+	struct sluice_source_ref source;
+	struct sluice_level_ref new_sources;
+	struct sluice_level_ref aggregate;
+	struct sluice_level_ref global;
+};
+
+/* What a decision did to the source table, for the backend's stats. */
+enum sluice_table_event {
+	SLUICE_TABLE_NONE = 0,
+	SLUICE_TABLE_INSERTED = 1,  /* a new source took a free entry */
+	SLUICE_TABLE_EVICTED = 2,   /* a new source took the entry of one in debt */
+	SLUICE_TABLE_FULL = 3,      /* both sets in debt: on_table_full open or closed decided */
+	SLUICE_TABLE_CONTENDED = 4, /* the source's entry stayed busy on another CPU: dropped */
+};
+
 struct sluice_decision {
 	__u8 verdict; /* enum sluice_verdict */
 	__u8 reason;  /* enum sluice_reason */
 	__u8 level;   /* enum sluice_level that refused, or SLUICE_LEVEL_NONE */
+	__u8 table;   /* enum sluice_table_event */
 };
 
 SLUICE_INLINE struct sluice_decision sluice_decision_make(__u8 verdict, __u8 reason, __u8 level)
@@ -47,6 +90,7 @@ SLUICE_INLINE struct sluice_decision sluice_decision_make(__u8 verdict, __u8 rea
 	d.verdict = verdict;
 	d.reason = reason;
 	d.level = level;
+	d.table = SLUICE_TABLE_NONE;
 	return d;
 }
 
@@ -55,6 +99,8 @@ SLUICE_INLINE __u8 sluice_level_reason(__u32 level)
 	switch (level) {
 	case SLUICE_LEVEL_SOURCE:
 		return SLUICE_REASON_SOURCE;
+	case SLUICE_LEVEL_NEW_SOURCE:
+		return SLUICE_REASON_NEW_SOURCE;
 	case SLUICE_LEVEL_CLASS:
 		return SLUICE_REASON_CLASS;
 	default:
@@ -108,39 +154,146 @@ SLUICE_INLINE void sluice_level_commit(const struct sluice_level_ref *ref, __u64
 		ref->cpu->tokens_nano -= cost_nano;
 }
 
-/*
- * Decide a packet of `frame_len` bytes against levels[SOURCE, CLASS, GLOBAL].
- * Inactive levels admit. Written out per level (no loop over the array) so
- * the verifier sees each lock/unlock pair with a known map value pointer.
- */
-SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_level_ref *levels,
-						   __u32 frame_len, __u64 now)
+SLUICE_INLINE int sluice_source_active(const struct sluice_source_ref *src)
 {
-	const struct sluice_level_ref *src = &levels[SLUICE_LEVEL_SOURCE];
-	const struct sluice_level_ref *cls = &levels[SLUICE_LEVEL_CLASS];
-	const struct sluice_level_ref *glb = &levels[SLUICE_LEVEL_GLOBAL];
-	int src_on = sluice_level_active(src);
-	int cls_on = sluice_level_active(cls);
-	int glb_on = sluice_level_active(glb);
-	__u64 src_cost = src_on ? sluice_level_cost_nano(src->limit, frame_len) : 0;
-	__u64 cls_cost = cls_on ? sluice_level_cost_nano(cls->limit, frame_len) : 0;
-	__u64 glb_cost = glb_on ? sluice_level_cost_nano(glb->limit, frame_len) : 0;
+	return src->limit && src->limit->enabled && src->home && src->second;
+}
 
-	if (src_on && !sluice_level_check(src, src_cost, now))
-		return sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_SOURCE, SLUICE_LEVEL_SOURCE);
-	if (cls_on && !sluice_level_check(cls, cls_cost, now))
-		return sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_CLASS, SLUICE_LEVEL_CLASS);
-	if (glb_on && !sluice_level_check(glb, glb_cost, now))
-		return sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_GLOBAL, SLUICE_LEVEL_GLOBAL);
+SLUICE_INLINE struct sluice_decision sluice_drop(__u8 level)
+{
+	return sluice_decision_make(SLUICE_VERDICT_DROP, sluice_level_reason(level), level);
+}
 
-	/* Every level holds its cost on this CPU: commit. */
-	if (src_on)
-		sluice_level_commit(src, src_cost);
+/* The source level's verdict on what a look found: 1 admits, 0 refuses (the
+ * decision is in *d), -1 means look again (the entry is busy). The found
+ * source's debt is judged under the class's current limit (look->debt). */
+SLUICE_INLINE int sluice_source_check(const struct sluice_source_ref *src, struct sluice_source_look *look,
+				      __u64 cost, struct sluice_decision *d)
+{
+	if (look->pending || look->index >= SLUICE_SOURCE_CANDIDATES)
+		return -1; /* another CPU is creating it (or every entry of both sets) */
+	if (!look->found && look->evicts && src->on_table_full != SLUICE_TABLE_FULL_EVICT) {
+		*d = sluice_decision_make(src->on_table_full == SLUICE_TABLE_FULL_OPEN ? SLUICE_VERDICT_PASS
+										 : SLUICE_VERDICT_DROP,
+					  SLUICE_REASON_TABLE_FULL, SLUICE_LEVEL_SOURCE);
+		d->table = SLUICE_TABLE_FULL;
+		return 0;
+	}
+	look->debt = sluice_source_debt_now(src->limit, look->seen, look->debt);
+	if (look->debt + cost > src->limit->current.tolerance_ns) {
+		*d = sluice_drop(SLUICE_LEVEL_SOURCE);
+		return 0;
+	}
+	return 1;
+}
+
+/* Finds the source and checks it: 1 admits (*look holds what the charge
+ * needs), 0 refuses (*d says why), -1 its entry stayed busy. */
+SLUICE_INLINE int sluice_source_settle(const struct sluice_source_ref *src, __u64 cost, __u64 now,
+				       struct sluice_source_look *look, struct sluice_decision *d)
+{
+	__u32 attempt;
+	int verdict;
+
+	for (attempt = 0; attempt < SLUICE_SOURCE_ATTEMPTS; attempt++) {
+		SLUICE_SOURCE_FIND(src, now, look);
+		verdict = sluice_source_check(src, look, cost, d);
+		if (verdict >= 0)
+			return verdict;
+	}
+	return -1;
+}
+
+/* Charges what settle admitted. If another CPU changed the entry since,
+ * looks and checks again: 1 charged, 0 now refused (*d), -1 stayed busy. */
+SLUICE_INLINE int sluice_source_commit(const struct sluice_source_ref *src, __u64 cost, __u64 now,
+				       struct sluice_source_look *look, struct sluice_decision *d)
+{
+	__u32 attempt;
+	int verdict = 1;
+
+	for (attempt = 0; attempt < SLUICE_SOURCE_ATTEMPTS; attempt++) {
+		if (verdict > 0 && SLUICE_SOURCE_CHARGE(src, look, cost, now))
+			return 1;
+		SLUICE_SOURCE_FIND(src, now, look);
+		verdict = sluice_source_check(src, look, cost, d);
+		if (verdict == 0)
+			return 0;
+	}
+	return -1;
+}
+
+SLUICE_INLINE struct sluice_decision sluice_contended(void)
+{
+	struct sluice_decision d = sluice_drop(SLUICE_LEVEL_SOURCE);
+
+	d.table = SLUICE_TABLE_CONTENDED;
+	return d;
+}
+
+/*
+ * Decide a packet of `frame_len` bytes. Inactive levels admit. The bucket
+ * levels are written out one by one (no loop over them, and none around
+ * them) so the verifier sees each lock/unlock pair with a known map value
+ * pointer and the compiler cannot hoist their address arithmetic above the
+ * checks that a pointer is there.
+ */
+SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l, __u32 frame_len, __u64 now)
+{
+	const struct sluice_source_ref *src = &l->source;
+	int src_on = sluice_source_active(src);
+	int new_on, cls_on = sluice_level_active(&l->aggregate);
+	int glb_on = sluice_level_active(&l->global);
+	__u64 src_cost = src_on ? sluice_source_cost_ns(&src->limit->current, frame_len) : 0;
+	__u64 new_cost = 0;
+	__u64 cls_cost = cls_on ? sluice_level_cost_nano(l->aggregate.limit, frame_len) : 0;
+	__u64 glb_cost = glb_on ? sluice_level_cost_nano(l->global.limit, frame_len) : 0;
+	struct sluice_source_look look;
+	struct sluice_decision d;
+	int verdict;
+
+	__builtin_memset(&look, 0, sizeof(look));
+	__builtin_memset(&d, 0, sizeof(d));
+
+	if (src_on) {
+		verdict = SLUICE_SOURCE_SETTLE(src, src_cost, now, &look, &d);
+		if (verdict < 0)
+			return sluice_contended();
+		if (verdict == 0)
+			return d;
+	}
+
+	/* Whether the source is new is judged once, on arrival. */
+	new_on = src_on && !look.found && sluice_level_active(&l->new_sources);
+	if (new_on) {
+		new_cost = sluice_level_cost_nano(l->new_sources.limit, frame_len);
+		if (!sluice_level_check(&l->new_sources, new_cost, now))
+			return sluice_drop(SLUICE_LEVEL_NEW_SOURCE);
+	}
+	if (cls_on && !sluice_level_check(&l->aggregate, cls_cost, now))
+		return sluice_drop(SLUICE_LEVEL_CLASS);
+	if (glb_on && !sluice_level_check(&l->global, glb_cost, now))
+		return sluice_drop(SLUICE_LEVEL_GLOBAL);
+
+	/* The source first: the levels above have spent nothing yet if it
+	 * now refuses. */
+	if (src_on) {
+		verdict = SLUICE_SOURCE_COMMIT(src, src_cost, now, &look, &d);
+		if (verdict < 0)
+			return sluice_contended();
+		if (verdict == 0)
+			return d;
+	}
+	if (new_on)
+		sluice_level_commit(&l->new_sources, new_cost);
 	if (cls_on)
-		sluice_level_commit(cls, cls_cost);
+		sluice_level_commit(&l->aggregate, cls_cost);
 	if (glb_on)
-		sluice_level_commit(glb, glb_cost);
-	return sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_ADMITTED, SLUICE_LEVEL_NONE);
+		sluice_level_commit(&l->global, glb_cost);
+	d = sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_ADMITTED, SLUICE_LEVEL_NONE);
+	if (src_on && !look.found)
+		d.table = look.evicts ? SLUICE_TABLE_EVICTED : SLUICE_TABLE_INSERTED;
+	return d;
 }
 
 /* ---- decisions that need no bucket ------------------------------------------ */
@@ -167,12 +320,6 @@ SLUICE_INLINE int sluice_decide_action(const struct sluice_class_entry *cls, str
 		return 1;
 	}
 	return 0;
-}
-
-/* A source whose state could not be created gets the class's table-full verdict. */
-SLUICE_INLINE struct sluice_decision sluice_decide_table_full(const struct sluice_class_entry *cls)
-{
-	return sluice_decision_make(cls->table_full_verdict, SLUICE_REASON_TABLE_FULL, SLUICE_LEVEL_SOURCE);
 }
 
 /* ---- source keys -------------------------------------------------------------- */
@@ -209,6 +356,23 @@ SLUICE_INLINE void sluice_source_key_make(struct sluice_source_key *key,
 	key->family = pkt->family;
 	__builtin_memcpy(key->addr, &hi, 8);
 	__builtin_memcpy(key->addr + 8, &lo, 8);
+}
+
+/* The per-source level of a packet whose source key is `key`, but for the
+ * two set pointers, which the backend finds at home_index and second_index. */
+SLUICE_INLINE void sluice_source_ref_make(struct sluice_source_ref *ref, const struct sluice_class_entry *cls,
+					  const struct sluice_source_key *key, const struct sluice_hash_key *hash_key,
+					  __u32 set_mask)
+{
+	__u64 hash = sluice_source_hash(key, hash_key);
+
+	ref->limit = &cls->per_source;
+	ref->home = 0;
+	ref->second = 0;
+	ref->home_index = sluice_source_home(hash, set_mask);
+	ref->second_index = sluice_source_second(hash, set_mask);
+	ref->tag = sluice_source_tag(hash);
+	ref->on_table_full = cls->on_table_full;
 }
 
 #endif /* SLUICE_DECIDE_H */
