@@ -20,6 +20,7 @@
 
 // The skeletons name their own types; they come after the core's.
 #include "baseline.skel.h"
+#include "probe.skel.h"
 #include "sluice.skel.h"
 
 namespace sluice::bench {
@@ -221,6 +222,21 @@ Result<std::unique_ptr<BaselineProgram>> BaselineProgram::load(uint32_t source_m
 
 BaselineProgram::~BaselineProgram() { baseline_bpf::destroy(skel_); }
 int BaselineProgram::fd() const { return bpf_program__fd(skel_->progs.baseline_xdp); }
+
+Result<std::unique_ptr<ProbeProgram>> ProbeProgram::load(uint32_t source_mask, uint32_t capacity) {
+    std::unique_ptr<ProbeProgram> program(new ProbeProgram());
+    program->skel_ = probe_bpf::open();
+    if (!program->skel_) return Error{std::string("opening ebpf/probe.bpf.c: ") + std::strerror(errno)};
+    program->skel_->rodata->bench_source_mask = source_mask;
+    if (const int err = bpf_map__set_max_entries(program->skel_->maps.probe_sources, capacity))
+        return Error{std::string("sizing the probe's map: ") + std::strerror(-err)};
+    if (const int err = probe_bpf::load(program->skel_))
+        return Error{std::string("loading ebpf/probe.bpf.c (root needed): ") + std::strerror(-err)};
+    return program;
+}
+
+ProbeProgram::~ProbeProgram() { probe_bpf::destroy(skel_); }
+int ProbeProgram::fd() const { return bpf_program__fd(skel_->progs.probe_xdp); }
 
 Result<std::unique_ptr<SpreadSluiceProgram>> SpreadSluiceProgram::load(const XdpDataplane& dp, uint32_t source_mask,
                                                                        std::optional<uint64_t> test_clock_ns) {

@@ -23,6 +23,7 @@
 
 struct sluice_bpf;
 struct baseline_bpf;
+struct probe_bpf;
 
 namespace sluice::bench {
 
@@ -95,6 +96,19 @@ class BaselineProgram {
   private:
     BaselineProgram() = default;
     ::baseline_bpf* skel_ = nullptr;
+};
+
+// The probe program (ebpf/probe.bpf.c): parse, one hash-map lookup of the
+// source (inserting on a miss), XDP_DROP; its map holds `capacity` sources.
+class ProbeProgram {
+  public:
+    static Result<std::unique_ptr<ProbeProgram>> load(uint32_t source_mask, uint32_t capacity);
+    ~ProbeProgram();
+    int fd() const;
+
+  private:
+    ProbeProgram() = default;
+    ::probe_bpf* skel_ = nullptr;
 };
 
 // A second instance of the sluice program over the maps of a loaded

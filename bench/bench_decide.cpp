@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // sluice-bench decide: ns per decision of the real sluice program under
-// BPF_PROG_TEST_RUN next to the baseline (XDP_DROP) program, on the same
-// frames, in the same run, interleaved round by round so drift hits both
-// alike; the figure that matters is the ratio.
+// BPF_PROG_TEST_RUN next to the baseline (XDP_DROP) program and the probe
+// (parse, one hash-map lookup of the source, XDP_DROP: the floor any
+// per-source limiter pays), on the same frames, in the same run, interleaved
+// round by round so drift hits all alike; the figures that matter are the
+// ratios. Split and lease are the accuracy of the class aggregate and global
+// ceiling; the source level is the same table in both.
 //
 // Traffic: one hot source (IPv4, IPv6), and many sources (64K, 1M) through
 // the benchmark-only switch of ebpf/bench_sources.h, which both programs
@@ -34,7 +37,7 @@ struct Traffic {
 
 struct Case {
     const Traffic* traffic;
-    std::string program;  // "baseline", "split", "lease"
+    std::string program;  // "baseline", "probe", "split", "lease"
     int fd;
     double call_ns = 0;            // the fixed cost of one BPF_PROG_TEST_RUN call
     std::vector<double> ns;        // one figure per round
@@ -74,12 +77,11 @@ Status run_decide(const Options& options, Json& report) {
     traffic.push_back({"many sources, IPv4", false, static_cast<uint32_t>(sources)});
 
     // One dataplane per accuracy mode and table size. Hot sources and 64K
-    // run on the default tables (2^18 entries); larger counts on tables that
-    // hold every source twice over, so LRU never evicts one the steady state
-    // needs. The table size matters by itself: its hash buckets are spread
-    // over more memory.
+    // run on the default table (2^20 entries); larger counts on tables with
+    // two entries per source. The probe's hash map gets as many entries.
     std::map<std::pair<uint32_t, Accuracy>, std::unique_ptr<XdpDataplane>> dataplanes;
     std::vector<std::unique_ptr<BaselineProgram>> baselines;
+    std::vector<std::unique_ptr<ProbeProgram>> probes;
     std::vector<std::unique_ptr<SpreadSluiceProgram>> spread;
     std::vector<Case> cases;
     for (const auto& t : traffic) {
@@ -89,6 +91,10 @@ Status run_decide(const Options& options, Json& report) {
         if (!baseline) return baseline.error();
         cases.push_back({&t, "baseline", baseline.value()->fd(), 0, {}, {}});
         baselines.push_back(std::move(baseline.value()));
+        auto probe = ProbeProgram::load(mask, capacity);
+        if (!probe) return probe.error();
+        cases.push_back({&t, "probe", probe.value()->fd(), 0, {}, {}});
+        probes.push_back(std::move(probe.value()));
         for (const Accuracy accuracy : {Accuracy::split, Accuracy::lease}) {
             auto& dp = dataplanes[{capacity, accuracy}];
             if (!dp) {
@@ -123,7 +129,8 @@ Status run_decide(const Options& options, Json& report) {
         const uint32_t warm_up = std::max<uint32_t>(c.traffic->sources * 8, 1000);
         auto ns = test_run_cpu_ns(c.fd, udp_frame(c.traffic->ipv6), warm_up, &verdict);
         if (!ns) return ns.error();
-        const uint32_t expected = c.program == "baseline" ? 1u /* XDP_DROP */ : 2u /* XDP_PASS */;
+        const bool drops = c.program == "baseline" || c.program == "probe";
+        const uint32_t expected = drops ? 1u /* XDP_DROP */ : 2u /* XDP_PASS */;
         if (verdict != expected)
             return Error{c.program + " on \"" + c.traffic->name + "\" returned XDP verdict " + std::to_string(verdict) +
                          ", expected " + std::to_string(expected)};
@@ -148,34 +155,38 @@ Status run_decide(const Options& options, Json& report) {
     }
 
     Table table{"decide: ns per decision under BPF_PROG_TEST_RUN (lowest of " + std::to_string(rounds.value()) +
-                    " rounds of " + std::to_string(repeat.value()) + " runs), ratio to the baseline of the same run",
-                {"traffic", "sources", "table entries", "baseline ns", "split ns", "split/baseline", "lease ns",
-                 "lease/baseline"},
+                    " rounds of " + std::to_string(repeat.value()) +
+                    " runs), next to the baseline and the probe of the same run",
+                {"traffic", "sources", "table entries", "baseline ns", "probe ns", "split ns", "lease ns",
+                 "lease/baseline", "lease/probe", "split/probe", "lease - baseline ns"},
                 {}};
     Json results = Json::array();
     for (const auto& t : traffic) {
-        double base = NAN, split = NAN, lease = NAN;
+        std::map<std::string, double> ns;
         Json row;
         row["traffic"] = t.name;
         row["sources"] = t.sources;
-        row["source_capacity"] = std::max<uint32_t>(XdpOptions{}.source_capacity, t.sources * 2);
+        const uint32_t capacity = std::max<uint32_t>(XdpOptions{}.source_capacity, t.sources * 2);
+        row["source_capacity"] = capacity;
         for (const auto& c : cases) {
             if (c.traffic != &t) continue;
-            const double m = lowest(c.ns);
-            (c.program == "baseline" ? base : c.program == "split" ? split : lease) = m;
-            row[c.program + "_ns_per_decision"] = m;
+            ns[c.program] = lowest(c.ns);
+            row[c.program + "_ns_per_decision"] = ns[c.program];
             row[c.program + "_ns_median"] = median(c.ns);
             row[c.program + "_ns_rounds"] = c.ns;
             row[c.program + "_kernel_ns_rounds"] = c.kernel;
             row[c.program + "_call_overhead_ns"] = c.call_ns;
         }
-        row["split_ratio"] = split / base;
-        row["lease_ratio"] = lease / base;
+        row["split_ratio"] = ns["split"] / ns["baseline"];
+        row["lease_ratio"] = ns["lease"] / ns["baseline"];
+        row["split_to_probe"] = ns["split"] / ns["probe"];
+        row["lease_to_probe"] = ns["lease"] / ns["probe"];
+        row["lease_added_ns"] = ns["lease"] - ns["baseline"];
         results.push_back(row);
-        table.rows.push_back({t.name, count_label(t.sources),
-                              count_label(std::max<uint32_t>(XdpOptions{}.source_capacity, t.sources * 2)),
-                              fixed(base, 1), fixed(split, 1), fixed(split / base, 2), fixed(lease, 1),
-                              fixed(lease / base, 2)});
+        table.rows.push_back({t.name, count_label(t.sources), count_label(capacity), fixed(ns["baseline"], 1),
+                              fixed(ns["probe"], 1), fixed(ns["split"], 1), fixed(ns["lease"], 1),
+                              fixed(ns["lease"] / ns["baseline"], 2), fixed(ns["lease"] / ns["probe"], 2),
+                              fixed(ns["split"] / ns["probe"], 2), fixed(ns["lease"] - ns["baseline"], 1)});
     }
     table.print();
 
@@ -189,7 +200,8 @@ Status run_decide(const Options& options, Json& report) {
                           {"frame_bytes", udp_frame(false).size()},
                           {"policy",
                            "one class; per source, aggregate and global all 1e11 pkt/s (every packet "
-                           "admitted at all three levels)"}};
+                           "admitted at all three levels); split/lease: the aggregate's and global's accuracy"},
+                          {"probe", "parse, one BPF hash-map lookup of the source (insert on a miss), XDP_DROP"}};
     report["results"] = results;
     return ok_status();
 }

@@ -104,7 +104,16 @@ Status validate(const CompiledPolicy& policy) {
     }
     if (v4 > kMaxPrefixesPerFamily || v6 > kMaxPrefixesPerFamily)
         return policy_error("more than " + std::to_string(kMaxPrefixesPerFamily) + " prefixes of one family");
+    if (h.has_prefixes_v4 != (v4 > 0) || h.has_prefixes_v6 != (v6 > 0))
+        return policy_error("the header's prefix flags do not match its prefixes (use mark_prefix_families)");
     return ok_status();
+}
+
+void mark_prefix_families(CompiledPolicy& policy) {
+    policy.header.has_prefixes_v4 = 0;
+    policy.header.has_prefixes_v6 = 0;
+    for (const PolicyPrefix& p : policy.prefixes)
+        (p.family == SLUICE_FAMILY_IPV4 ? policy.header.has_prefixes_v4 : policy.header.has_prefixes_v6) = 1;
 }
 
 void carry_previous_source_limits(const std::vector<sluice_class_entry>& running, CompiledPolicy& next) {

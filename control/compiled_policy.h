@@ -44,6 +44,9 @@ inline constexpr uint64_t kMinShapeDelayNs = 1'000'000;
 // an aggregate limit and action limit.
 Status validate(const CompiledPolicy& policy);
 
+// Sets the header's has_prefixes_v4/v6 from the prefixes (validate checks them).
+void mark_prefix_families(CompiledPolicy& policy);
+
 // Before `next` replaces the version whose class entries are `running`: a
 // class whose per-source limit changes gets the next generation and what its
 // sources' debts convert with (see sluice_source_limit); an unchanged one

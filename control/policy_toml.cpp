@@ -649,6 +649,7 @@ Result<LoadedPolicy> PolicyReader::read(const toml::table& root, const std::map<
         loaded.class_ids[classes[i].name] = id;
     }
 
+    mark_prefix_families(policy);
     // validate() refuses version 0, which here only means "the daemon numbers
     // it"; everything else it checks must hold already.
     policy.header.version = loaded.version ? loaded.version : 1;

@@ -280,10 +280,15 @@ static __always_inline void stat_add(__u32 stat, __u64 n)
 		*value += n;
 }
 
-static __always_inline __u32 classify(__u32 slot, const struct sluice_packet *pkt, __u32 default_class)
+static __always_inline __u32 classify(__u32 slot, const struct sluice_packet *pkt,
+				       const struct sluice_policy_header *policy)
 {
+	__u32 default_class = policy->default_class_id;
 	__u32 *class_id;
 
+	/* A family without prefixes needs no trie walk. */
+	if (!(pkt->family == SLUICE_FAMILY_IPV4 ? policy->has_prefixes_v4 : policy->has_prefixes_v6))
+		return default_class;
 	if (pkt->family == SLUICE_FAMILY_IPV4) {
 		struct sluice_lpm_v4_key key = {
 			.prefixlen = SLUICE_LPM_SLOT_BITS + 32,
@@ -489,6 +494,7 @@ int sluice_xdp(struct xdp_md *ctx)
 	struct sluice_decision d;
 	struct sluice_packet pkt;
 	__u32 zero = 0, slot, class_id, class_index;
+	__u64 now;
 	__u32 *active;
 
 	bench_spread_source(ctx);
@@ -503,11 +509,12 @@ int sluice_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
+	now = sluice_now();
 	if (sluice_parse(data, data_end, &pkt) != SLUICE_PARSE_OK)
 		return account(SLUICE_CLASS_UNCLASSIFIED, sluice_decide_unparsed(policy, pkt.status), pkt.frame_len,
 			       NULL);
 
-	class_id = classify(slot, &pkt, policy->default_class_id) & (SLUICE_MAX_CLASSES - 1);
+	class_id = classify(slot, &pkt, policy) & (SLUICE_MAX_CLASSES - 1);
 	class_index = slot * SLUICE_MAX_CLASSES + class_id;
 	cls = bpf_map_lookup_elem(&sluice_classes, &class_index);
 	if (!cls) {
@@ -527,7 +534,7 @@ int sluice_xdp(struct xdp_md *ctx)
 	}
 
 	/* Time is read only for packets that reach a bucket. */
-	d = sluice_decide(&levels, pkt.frame_len, sluice_now());
+	d = sluice_decide(&levels, pkt.frame_len, now);
 	count_table_event(d.table);
 	return account(class_id, d, pkt.frame_len, &key);
 }

@@ -181,7 +181,9 @@ class WorkerPath {
 
     static uint32_t classify(const Slot& slot, const sluice_packet& pkt) {
         uint32_t class_id = 0;
-        if (pkt.family == SLUICE_FAMILY_IPV4) {
+        const bool ipv4 = pkt.family == SLUICE_FAMILY_IPV4;
+        if (!(ipv4 ? slot.header.has_prefixes_v4 : slot.header.has_prefixes_v6)) return slot.header.default_class_id;
+        if (ipv4) {
             uint32_t addr;
             std::memcpy(&addr, pkt.src, 4);
             if (rte_lpm_lookup(slot.lpm4, ntohl(addr), &class_id) == 0) return class_id;

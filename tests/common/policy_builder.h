@@ -162,9 +162,11 @@ class PolicyBuilder {
         return *this;
     }
     CompiledPolicy build() const {
-        const Status valid = validate(policy_);
+        CompiledPolicy policy = policy_;
+        mark_prefix_families(policy);
+        const Status valid = validate(policy);
         EXPECT_TRUE(valid.ok()) << describe(valid);
-        return policy_;
+        return policy;
     }
 
   private:

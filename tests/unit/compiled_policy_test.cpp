@@ -25,6 +25,7 @@ CompiledPolicy two_classes() {
     }
     p.prefixes.push_back(parse_prefix("198.51.100.0/24", 2).value());
     p.prefixes.push_back(parse_prefix("2001:db8::/32", 2).value());
+    mark_prefix_families(p);
     return p;
 }
 
@@ -132,7 +133,61 @@ TEST(CompiledPolicy, TooManyPrefixesOfOneFamily) {
         prefix.class_id = 1;
         p.prefixes.push_back(prefix);
     }
+    mark_prefix_families(p);
     EXPECT_THAT(error_of(p), HasSubstr("more than 4096 prefixes"));
+}
+
+TEST(CompiledPolicy, PrefixFamilyFlagsMustMatchThePrefixes) {
+    CompiledPolicy p = two_classes();
+    p.header.has_prefixes_v6 = 0;  // the trie would never be asked for 2001:db8::/32
+    EXPECT_THAT(error_of(p), HasSubstr("prefix flags do not match"));
+    p.prefixes.pop_back();
+    EXPECT_TRUE(validate(p).ok());
+}
+
+TEST(CompiledPolicy, PerSourceLimitsAreBoundedAndNewSourcesNeedOne) {
+    CompiledPolicy p = two_classes();
+    p.classes[0].per_source.current.tolerance_ns = SLUICE_DEBT_MAX_NS + 1;
+    EXPECT_THAT(error_of(p), HasSubstr("per-source limit has an unknown unit, or a burst outside"));
+    p = two_classes();
+    p.classes[0].per_source.generation = 4;
+    EXPECT_FALSE(validate(p).ok());
+    p = two_classes();
+    p.classes[0].per_source = sluice_source_limit{};
+    p.classes[0].new_sources = make_level(10, 10);
+    EXPECT_THAT(error_of(p), HasSubstr("a new-source budget needs a per-source limit"));
+    p = two_classes();
+    p.classes[0].on_table_full = 3;
+    EXPECT_THAT(error_of(p), HasSubstr("on_table_full out of range"));
+}
+
+// A changed per-source limit gets the next generation and what its sources'
+// debts convert with; an unchanged one keeps both.
+TEST(CarryPreviousSourceLimits, ChangedLimitsGetTheNextGenerationAndAScale) {
+    const CompiledPolicy running = two_classes();  // 100/s, burst 10: 10 ms a packet
+    CompiledPolicy next = two_classes();
+    next.classes[1].per_source = compile_source_limit({25, 10, Unit::packets}, 1518, "t").value();  // 40 ms
+    carry_previous_source_limits(running.classes, next);
+    EXPECT_EQ(next.classes[0].per_source.generation, 0);
+    EXPECT_EQ(next.classes[0].per_source.previous_tolerance_ns, 0u);
+    EXPECT_EQ(next.classes[1].per_source.generation, 1);
+    EXPECT_EQ(next.classes[1].per_source.previous_tolerance_ns, 100'000'000u);
+    EXPECT_EQ(next.classes[1].per_source.previous_scale, 4ULL << 32);  // 40 ms over 10 ms
+    EXPECT_TRUE(validate(next).ok());
+
+    // Applied again unchanged: the same generation, still converting.
+    CompiledPolicy again = next;
+    carry_previous_source_limits(next.classes, again);
+    EXPECT_EQ(again.classes[1].per_source.generation, 1);
+    EXPECT_EQ(again.classes[1].per_source.previous_scale, 4ULL << 32);
+    // Four changes later the generation has come round.
+    for (uint64_t rate : {20, 30, 40, 50}) {
+        CompiledPolicy changed = again;
+        changed.classes[1].per_source = compile_source_limit({rate, 10, Unit::packets}, 1518, "t").value();
+        carry_previous_source_limits(again.classes, changed);
+        again = changed;
+    }
+    EXPECT_EQ(again.classes[1].per_source.generation, 1);
 }
 
 TEST(ParsePrefix, AcceptsBothFamiliesAndBareAddresses) {

@@ -332,7 +332,8 @@ struct sluice_policy_header {
 	__u32 default_class_id;       /* class for sources no prefix matches */
 	__u8 non_ip_verdict;          /* enum sluice_verdict */
 	__u8 malformed_verdict;       /* enum sluice_verdict */
-	__u8 _pad[2];
+	__u8 has_prefixes_v4;         /* 0: no IPv4 prefix, every IPv4 source is of the default class */
+	__u8 has_prefixes_v6;         /* the same for IPv6: a dataplane need not look them up */
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_policy_header) == 96, "sluice_policy_header layout");
 

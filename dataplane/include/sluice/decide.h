@@ -255,8 +255,11 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 	__builtin_memset(&look, 0, sizeof(look));
 	__builtin_memset(&d, 0, sizeof(d));
 
+	/* A known source is found and checked here; anything else (a new one,
+	 * an entry being created) takes the longer way. */
 	if (src_on) {
-		verdict = SLUICE_SOURCE_SETTLE(src, src_cost, now, &look, &d);
+		verdict = sluice_source_find_known(src, now, &look) ? sluice_source_check(src, &look, src_cost, &d)
+								    : SLUICE_SOURCE_SETTLE(src, src_cost, now, &look, &d);
 		if (verdict < 0)
 			return sluice_contended();
 		if (verdict == 0)
@@ -276,8 +279,16 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 		return sluice_drop(SLUICE_LEVEL_GLOBAL);
 
 	/* The source first: the levels above have spent nothing yet if it
-	 * now refuses. */
-	if (src_on) {
+	 * now refuses. A known source is one compare-and-swap; if another CPU
+	 * charged it first, it is looked at and checked again. */
+	if (src_on && !(look.found && sluice_source_charge_known(src, &look, src_cost, now))) {
+		if (look.found) {
+			verdict = SLUICE_SOURCE_SETTLE(src, src_cost, now, &look, &d);
+			if (verdict < 0)
+				return sluice_contended();
+			if (verdict == 0)
+				return d;
+		}
 		verdict = SLUICE_SOURCE_COMMIT(src, src_cost, now, &look, &d);
 		if (verdict < 0)
 			return sluice_contended();

@@ -298,6 +298,32 @@ SLUICE_INLINE void sluice_source_find(const struct sluice_source_ref *src, __u64
 	out->evicts = best_score < 2ULL << 60;
 }
 
+/* The common case, without looking for where a new entry would go: the
+ * source's entry, if it has one that nobody is creating. 0: it has none, or
+ * it is pending; sluice_source_find then says which. */
+SLUICE_INLINE int sluice_source_find_known(const struct sluice_source_ref *src, __u64 now,
+					   struct sluice_source_look *out)
+{
+	__u64 word;
+	__u32 i;
+
+	for (i = 0; i < SLUICE_SOURCE_CANDIDATES; i++) {
+		word = SLUICE_LOAD64(sluice_set_entry(src, i));
+		if (word && (word & SLUICE_ENTRY_TAG_MASK) == src->tag) {
+			if (word & SLUICE_ENTRY_PENDING)
+				return 0;
+			out->index = i;
+			out->seen = word;
+			out->found = 1;
+			out->pending = 0;
+			out->evicts = 0;
+			out->debt = sluice_entry_debt(word, now);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* Does any entry of both sets but the one at `mine` carry the source's tag? */
 SLUICE_INLINE int sluice_source_duplicated(const struct sluice_source_ref *src, __u32 mine)
 {
@@ -318,6 +344,15 @@ SLUICE_INLINE int sluice_source_duplicated(const struct sluice_source_ref *src, 
  * 1 when it is charged; 0 when another CPU changed the entry first, and the
  * caller must look again.
  */
+/* Charging a source that has an entry: one compare-and-swap. */
+SLUICE_INLINE int sluice_source_charge_known(const struct sluice_source_ref *src,
+					     const struct sluice_source_look *look, __u64 cost, __u64 now)
+{
+	__u64 word = sluice_entry_word(src->tag, src->limit->generation, now, look->debt, cost);
+
+	return SLUICE_CAS64(sluice_set_entry(src, look->index), look->seen, word) == look->seen;
+}
+
 SLUICE_INLINE int sluice_source_charge(const struct sluice_source_ref *src, const struct sluice_source_look *look,
 				       __u64 cost, __u64 now)
 {
@@ -325,7 +360,7 @@ SLUICE_INLINE int sluice_source_charge(const struct sluice_source_ref *src, cons
 	__u64 *entry = sluice_set_entry(src, look->index);
 
 	if (look->found)
-		return SLUICE_CAS64(entry, look->seen, word) == look->seen;
+		return sluice_source_charge_known(src, look, cost, now);
 	if (SLUICE_CAS64(entry, look->seen, word | SLUICE_ENTRY_PENDING) != look->seen)
 		return 0;
 	SLUICE_FULL_FENCE();
