@@ -123,14 +123,15 @@ void SluiceE2E::make_world(const std::string& extra_config) {
     // lo up: the daemon may listen on 127.0.0.1 (metrics) inside the namespace.
     ASSERT_EQ(shell("ip -n " + name + " link set lo up"), 0);
 
-    // A small source table: the default (2^18 per CPU) takes a while to
-    // allocate, and no test has more than a few thousand sources.
-    const std::string config = "socket = \"" + socket_path() + "\"\n" +                       //
-                               "state_dir = \"" + dir_ + "/state\"\n" +                       //
-                               "bpffs_dir = \"" + pins_->path() + "\"\n" +                    //
-                               "source_capacity = 16384\n" +                                  //
-                               std::regex_replace(extra_config, std::regex("@DIR@"), dir_) +  //
-                               "\n[[interface]]\nname = \"sl0\"\nmode = \"native\"\n";
+    // A source table for the few thousand sources a test has at most (the
+    // default holds 2^20); a test may ask for another in extra_config.
+    const std::string config =
+        "socket = \"" + socket_path() + "\"\n" +                                                          //
+        "state_dir = \"" + dir_ + "/state\"\n" +                                                          //
+        "bpffs_dir = \"" + pins_->path() + "\"\n" +                                                       //
+        (extra_config.find("source_capacity") == std::string::npos ? "source_capacity = 16384\n" : "") +  //
+        std::regex_replace(extra_config, std::regex("@DIR@"), dir_) +                                     //
+        "\n[[interface]]\nname = \"sl0\"\nmode = \"native\"\n";
     write_file(config_path(), config);
 }
 
