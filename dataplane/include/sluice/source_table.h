@@ -338,13 +338,8 @@ SLUICE_INLINE int sluice_source_duplicated(const struct sluice_source_ref *src, 
 	return 0;
 }
 
-/*
- * Charges `cost` to the source `look` found (or creates its entry), on top of
- * look->debt (as sluice_source_debt_now judged it). Returns
- * 1 when it is charged; 0 when another CPU changed the entry first, and the
- * caller must look again.
- */
-/* Charging a source that has an entry: one compare-and-swap. */
+/* Charging a source that has an entry: one compare-and-swap. 1 when charged;
+ * 0 when another CPU changed the entry first, and the caller looks again. */
 SLUICE_INLINE int sluice_source_charge_known(const struct sluice_source_ref *src,
 					     const struct sluice_source_look *look, __u64 cost, __u64 now)
 {
@@ -353,14 +348,21 @@ SLUICE_INLINE int sluice_source_charge_known(const struct sluice_source_ref *src
 	return SLUICE_CAS64(sluice_set_entry(src, look->index), look->seen, word) == look->seen;
 }
 
+/*
+ * Charges `cost` to the source `look` found, on top of look->debt (as
+ * sluice_source_debt_now judged it), or creates its entry where `look` says.
+ * 1 when charged; 0 when another CPU changed the entry first or is creating
+ * the same source, and the caller looks again.
+ */
 SLUICE_INLINE int sluice_source_charge(const struct sluice_source_ref *src, const struct sluice_source_look *look,
 				       __u64 cost, __u64 now)
 {
-	__u64 word = sluice_entry_word(src->tag, src->limit->generation, now, look->debt, cost);
-	__u64 *entry = sluice_set_entry(src, look->index);
+	__u64 word, *entry;
 
 	if (look->found)
 		return sluice_source_charge_known(src, look, cost, now);
+	word = sluice_entry_word(src->tag, src->limit->generation, now, look->debt, cost);
+	entry = sluice_set_entry(src, look->index);
 	if (SLUICE_CAS64(entry, look->seen, word | SLUICE_ENTRY_PENDING) != look->seen)
 		return 0;
 	SLUICE_FULL_FENCE();
