@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // ns per decision of the shared core on the host, so later changes to it can
 // be compared: one hot source, many sources (state spread over memory, as a
-// flood from many addresses spreads it), and the full parse -> key -> decide
-// path on a real frame. The kernel's figures come from sluice-bench.
+// flood from many addresses spreads it), the full parse -> key -> decide
+// path on a real frame, and one class aggregate decided from every CPU at
+// once in its two possible forms. The kernel's figures come from sluice-bench.
 #include <benchmark/benchmark.h>
+
+#include <time.h>
 
 #include <random>
 #include <vector>
@@ -11,8 +14,8 @@
 #include "common/packet_builder.h"
 #include "rate_limits.h"
 
-#define SLUICE_SHARED_LOCK(shared) ((void)(shared))  // one thread: no contention to model
-#define SLUICE_SHARED_UNLOCK(shared) ((void)(shared))
+#include "sluice/host_lock.h"
+// (the lock above is what decide.h uses)
 #include "sluice/decide.h"
 
 namespace {
@@ -124,6 +127,67 @@ void BM_ParseKeyDecide(benchmark::State& state) {
     state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_ParseKeyDecide);
+
+// A class aggregate decided by every thread at once, on the real clock, as a
+// lease level (per-CPU tokens, a locked shared bucket behind them) or as one
+// GCRA word all threads swap (how sources are kept). Both hold b + r*T; this
+// measures which is cheaper when CPUs share a class. `admit`: the limit is
+// far above what the threads offer, so every packet is charged; `refuse`:
+// the limit is spent, so nearly every packet is refused (a flood).
+struct SharedAggregate {
+    sluice_level_limit lease;
+    sluice_source_limit gcra;
+    sluice_shared_bucket shared{};
+    alignas(64) sluice_source_set sets[2]{};  // the word lives at home; a second set as every source has
+    struct alignas(64) PerThread {
+        sluice_cpu_bucket lease{};
+    } per_thread[64];
+
+    explicit SharedAggregate(uint64_t rate)
+        : lease(level(rate, rate / 100 + 1, Accuracy::lease)),
+          gcra(sluice::compile_source_limit({rate, rate / 100 + 1, sluice::Unit::packets}, 1518, "bench").value()) {}
+};
+SharedAggregate* shared_aggregate = nullptr;
+
+uint64_t monotonic_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void BM_AggregateAcrossThreads(benchmark::State& state) {
+    const bool gcra = state.range(0) == 1, admit = state.range(1) == 1;
+    if (state.thread_index() == 0) {
+        delete shared_aggregate;
+        shared_aggregate = new SharedAggregate(admit ? 1'000'000'000 : 1);
+    }
+    state.SetLabel(std::string(gcra ? "gcra" : "lease") + (admit ? " admit" : " refuse"));
+    // (Google Benchmark holds every thread at the loop until setup is done.)
+    uint64_t passed = 0;
+    for (auto _ : state) {
+        SharedAggregate& a = *shared_aggregate;
+        sluice_levels l{};
+        if (gcra) {
+            l.source.limit = &a.gcra;
+            l.source.home = &a.sets[0];
+            l.source.second = &a.sets[1];
+            l.source.second_index = 1;
+            l.source.tag = 1ULL << SLUICE_ENTRY_TAG_SHIFT;
+        } else {
+            l.aggregate = {&a.lease, &a.per_thread[state.thread_index()].lease, &a.shared};
+        }
+        passed += sluice_decide(&l, 64, monotonic_ns()).verdict == SLUICE_VERDICT_PASS;
+    }
+    state.SetItemsProcessed(state.iterations());
+    state.counters["pass_ratio"] = benchmark::Counter(
+        static_cast<double>(passed) / static_cast<double>(state.iterations()), benchmark::Counter::kAvgThreads);
+}
+BENCHMARK(BM_AggregateAcrossThreads)
+    ->ArgNames({"gcra", "admit"})
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
 
 }  // namespace
 

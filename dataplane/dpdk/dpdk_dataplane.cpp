@@ -9,7 +9,6 @@
 #include <rte_lpm6.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
-#include <rte_pause.h>
 #include <rte_prefetch.h>
 #include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
@@ -24,23 +23,8 @@
 #include "clock.h"
 #include "eal.h"
 
-namespace sluice {
-namespace {
-
-// The shared buckets' lock: a test-and-test-and-set spinlock on the word the
-// BPF side uses for bpf_spin_lock, so both dataplanes share one bucket layout.
-inline void lock_word(__u32* word) {
-    while (__atomic_exchange_n(word, 1u, __ATOMIC_ACQUIRE) != 0) {
-        while (__atomic_load_n(word, __ATOMIC_RELAXED) != 0) rte_pause();
-    }
-}
-inline void unlock_word(__u32* word) { __atomic_store_n(word, 0u, __ATOMIC_RELEASE); }
-
-}  // namespace
-}  // namespace sluice
-
-#define SLUICE_SHARED_LOCK(shared) ::sluice::lock_word(&(shared)->lock.val)
-#define SLUICE_SHARED_UNLOCK(shared) ::sluice::unlock_word(&(shared)->lock.val)
+#include "sluice/host_lock.h"
+// (the lock above is what decide.h uses)
 #include "sluice/decide.h"
 
 namespace sluice {
