@@ -182,17 +182,24 @@ class WorkerPath {
     static void levels_of(sluice_levels* levels, const Slot& slot, const sluice_class_entry& cls,
                           const sluice_source_key& key, WorkerState* state, Shared* shared) {
         const uint32_t id = cls.class_id % SLUICE_MAX_CLASSES;
-        upper_levels(levels, slot, cls, state, shared);
+        // Field by field: zeroing the whole struct first compiles to a
+        // `rep stos`, which cost more per frame than the rest of this.
         sluice_source_ref_make(&levels->source, &cls, &key, &shared->hash_key, shared->set_count - 1);
         levels->new_sources = {&cls.new_sources, &state->new_source_buckets[id], &shared->new_sources[id]};
+        set_upper_levels(levels, slot, cls, state, shared);
     }
 
     // The class aggregate and global ceiling of `cls` on this worker; no
     // source level (what a shaped frame leaves its queue through).
     static void upper_levels(sluice_levels* levels, const Slot& slot, const sluice_class_entry& cls, WorkerState* state,
                              Shared* shared) {
-        const uint32_t id = cls.class_id % SLUICE_MAX_CLASSES;
         *levels = sluice_levels{};
+        set_upper_levels(levels, slot, cls, state, shared);
+    }
+
+    static void set_upper_levels(sluice_levels* levels, const Slot& slot, const sluice_class_entry& cls,
+                                 WorkerState* state, Shared* shared) {
+        const uint32_t id = cls.class_id % SLUICE_MAX_CLASSES;
         levels->aggregate = {&cls.aggregate, &state->class_buckets[id], &shared->classes[id]};
         levels->global = {&slot.header.global, &state->global_bucket, shared->global};
     }

@@ -107,6 +107,7 @@ SLUICE_INLINE __u8 sluice_parse_ipv4(const __u8 *ip, const __u8 *data_end,
 				     struct sluice_packet *pkt)
 {
 	__u32 hdr_len, tot_len;
+	__u64 address;
 
 	/* The fixed header first, so every field below is in range. */
 	if (ip + SLUICE_IPV4_HLEN > data_end)
@@ -126,7 +127,12 @@ SLUICE_INLINE __u8 sluice_parse_ipv4(const __u8 *ip, const __u8 *data_end,
 	if (ip + tot_len > data_end)
 		return SLUICE_PARSE_BAD_IPV4_TOTAL_LENGTH;
 
-	__builtin_memcpy(pkt->src, ip + 12, 4);
+	/* One 8-byte store: the source key is read back 8 bytes at a time, and
+	 * a load spanning two stores waits for both to reach the cache
+	 * (measured on DPDK: the stall cost more than the rest of the key). */
+	address = 0;
+	__builtin_memcpy(&address, ip + 12, 4);
+	__builtin_memcpy(pkt->src, &address, 8);
 	pkt->family = SLUICE_FAMILY_IPV4;
 	return SLUICE_PARSE_OK;
 }
