@@ -260,13 +260,15 @@ class SluiceReceiver : public Receiver {
                                                     uint32_t sources) {
         std::unique_ptr<SluiceReceiver> r(new SluiceReceiver());
         XdpOptions options;
-        // Room for every source twice over: LRU never evicts a live one.
+        // Two entries per source, as nftables' set is sized: every source
+        // stays known, so no packet meets a full set (the table needs far
+        // fewer: only sources in debt hold an entry).
         options.source_capacity = std::max<uint32_t>(1u << 18, sources * 2);
         auto dp = XdpDataplane::open(options);
         if (!dp) return Error{"loading ebpf/sluice.bpf.c: " + dp.error().message};
         r->dp_ = std::move(dp.value());
-        // Lease, the default: one receiving CPU sees every packet, and split
-        // mode would give it rate/N.
+        // The per-source limit is GCRA (exact on any CPU); the aggregate and
+        // global, wide open, in lease mode, the default.
         auto policy = single_class_policy(limit.rate, limit.burst, Accuracy::lease, r->dp_->possible_cpus());
         if (!policy) return policy.error();
         if (auto status = r->dp_->apply(policy.value()); !status) return status.error();
@@ -768,7 +770,7 @@ Status run_veth(const Options& options, Json& report) {
         {"bucket_packets", limit.burst},
         {"nftables", "netdev ingress, dynamic set, limit rate over <rate>/second burst <bucket> packets"},
         {"iptables", "raw PREROUTING, hashlimit srcip above <rate>/sec burst <bucket>"},
-        {"sluice", "native XDP, one class, per-source limit in lease mode; aggregate and global open"},
+        {"sluice", "native XDP, one class, per-source GCRA limit; aggregate and global open (lease mode)"},
         {"cpu", cpu},
         {"frame_bytes", 60},
         {"receiver_cpu_measure",

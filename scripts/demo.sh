@@ -231,7 +231,7 @@ echo
 echo "sluicectl stats at the end (totals in PASS_PKTS and DROP_PKTS):"
 ctl stats | sed 's/^/  /'
 echo
-python3 - "$report" "$policy" "$(nproc)" <<'PY'
+python3 - "$report" "$policy" <<'PY'
 # What each source offered, what reached sl0, and what the policy predicts:
 # the class its addresses fall in (longest prefix), and for a packet limit,
 # rate x time + burst per bucket (sources share a bucket per prefix_v4/v6).
@@ -242,7 +242,6 @@ import tomllib
 
 report = json.load(open(sys.argv[1]))
 policy = tomllib.load(open(sys.argv[2], "rb"))
-cpus = int(sys.argv[3])
 seconds = report["duration_s"]
 defaults = policy.get("defaults", {})
 classes = {c["name"]: c for c in policy.get("class", [])}
@@ -274,20 +273,14 @@ def predict(flow):
     if level is None:
         return f"class {name}: no per-source limit", None
     unit = setting(klass, level, "unit", "packets")
-    accuracy = setting(klass, level, "accuracy", "lease")
     v4 = source.version == 4
     bits = setting(klass, level, "prefix_v4" if v4 else "prefix_v6", 32 if v4 else 64)
     rate, burst = level["rate"], level["burst"]
     per = "source" if bits == source.max_prefixlen else f"/{bits}"
-    text = f"class {name}: {rate}/s per {per}, burst {burst} {unit}, {accuracy}"
+    text = f"class {name}: {rate}/s per {per}, burst {burst} {unit}"
     if unit != "packets":
         return text, None
     buckets = 2 ** max(0, bits - source.prefixlen)
-    if accuracy == "split":
-        # Each CPU owns rate/N and burst/N, and --tx-cpu 0 put all of this
-        # traffic (and the XDP program that saw it) on one CPU.
-        rate, burst = rate / cpus, burst / cpus
-        text += f" (one CPU's share: 1/{cpus})"
     return text, min(flow["sent"], buckets * (rate * seconds + burst)) / seconds
 
 

@@ -37,7 +37,7 @@ PORT is a device name (net_ring0, 0000:03:00.0) or a DPDK port id.
   --state-dir DIR         policy versions (/var/lib/sluice-dpdk)
   --policy FILE           pushed at start and on SIGHUP when its content changed (none)
   --metrics ADDR          Prometheus endpoint, empty to disable (127.0.0.1:9465)
-  --source-capacity N     sources each worker's table and the shared table hold (262144)
+  --source-capacity N     entries of the source table all workers share (1048576)
   --mbufs N               mbufs in the packet pool, frames queued by shaping included (65535)
   --log-level LEVEL       debug, info, warn or error (info)
 SIGTERM/SIGINT stop it; SIGHUP re-reads --policy.

@@ -183,7 +183,7 @@ TEST_F(XdpChurn, PulsingSourceNeverPassesMoreThanItsBound) {
 // ---- stale entries -------------------------------------------------------------------------
 
 // An entry nobody charges for hours is emptied the next time a new source
-// scans its sets, long before its 46-bit TAT could come round to look in
+// scans its sets, long before its 45-bit TAT could come round to look in
 // debt again.
 TEST_F(XdpChurn, EntriesUnusedForHoursAreEmptiedWhenScanned) {
     apply(policy().add({.id = 1, .per_source = Limit{.rate = 10, .burst = 3}}).build());
