@@ -33,8 +33,19 @@ class XdpFullTable : public XdpTest, public ::testing::WithParamInterface<uint8_
     }
 };
 
+class XdpFullTableOpen : public XdpTest {
+  protected:
+    XdpOptions options() const override {
+        return XdpOptions{.test_clock = true, .source_capacity = kTableFullCapacity, .pin_dir = {}};
+    }
+};
+
 TEST_P(XdpFullTable, SeventeenthSourceMeetsOnTableFull) {
     scenarios::seventeenth_source_meets_on_table_full(*this, GetParam());
+}
+
+TEST_F(XdpFullTableOpen, UntrackedSourcesStillMeetTheLevelsAbove) {
+    scenarios::untracked_sources_still_meet_the_levels_above(*this);
 }
 
 INSTANTIATE_TEST_SUITE_P(OnTableFull, XdpFullTable,

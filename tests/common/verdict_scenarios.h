@@ -711,6 +711,30 @@ void seventeenth_source_meets_on_table_full(Target& t, uint8_t on_table_full) {
     EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_EVICTIONS), evict ? 1u : 0u);
 }
 
+// on_table_full = open lets a source through the per-source level without
+// an entry, not past the levels above: such a source is new, so a spoofed
+// flood that fills the table still pays the class's new-source budget.
+// Precondition: a source table of kTableFullCapacity entries.
+template <class Target>
+void untracked_sources_still_meet_the_levels_above(Target& t) {
+    ASSERT_EQ(t.source_table().capacity, kTableFullCapacity);
+    const uint64_t n = t.per_cpu(Accuracy::lease);
+    t.apply(t.policy()
+                .add({.id = 1,
+                      .per_source = Limit{.rate = 10, .burst = 3},
+                      .new_sources = Limit{.rate = n, .burst = (kTableFullCapacity + 2) * n},
+                      .on_table_full = SLUICE_TABLE_FULL_OPEN})
+                .build());
+    for (int i = 1; i <= static_cast<int>(kTableFullCapacity); i++)
+        EXPECT_EQ(t.verdicts(udp_from(table_source(i)), 1), "P") << table_source(i);
+    // The budget has 2 packets left: the untracked newcomer gets them.
+    EXPECT_EQ(t.verdicts(udp_from(table_source(17)), 4), "PPDD");
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_TABLE_FULL), 2u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_NEW_SOURCE), 2u);
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), kTableFullCapacity);
+}
+
 // Entries free themselves: a source whose bucket is full again holds no
 // entry in debt, and a table full of such entries takes new sources freely.
 template <class Target>

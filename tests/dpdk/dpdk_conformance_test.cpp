@@ -99,6 +99,17 @@ class DpdkFullTable : public DpdkTest, public ::testing::WithParamInterface<uint
 TEST_P(DpdkFullTable, SeventeenthSourceMeetsOnTableFull) {
     scenarios::seventeenth_source_meets_on_table_full(*this, GetParam());
 }
+class DpdkFullTableOpen : public DpdkTest {
+  protected:
+    DpdkOptions options() const override {
+        DpdkOptions o = DpdkTest::options();
+        o.source_capacity = scenarios::kTableFullCapacity;
+        return o;
+    }
+};
+TEST_F(DpdkFullTableOpen, UntrackedSourcesStillMeetTheLevelsAbove) {
+    scenarios::untracked_sources_still_meet_the_levels_above(*this);
+}
 INSTANTIATE_TEST_SUITE_P(OnTableFull, DpdkFullTable,
                          ::testing::Values(SLUICE_TABLE_FULL_EVICT, SLUICE_TABLE_FULL_OPEN, SLUICE_TABLE_FULL_CLOSED),
                          scenarios::table_full_case_name);

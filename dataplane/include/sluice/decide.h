@@ -165,17 +165,38 @@ SLUICE_INLINE struct sluice_decision sluice_drop(__u8 level)
 }
 
 /* The source level's verdict on what a look found: 1 admits, 0 refuses (the
- * decision is in *d), -1 means look again (the entry is busy). The found
- * source's debt is judged under the class's current limit (look->debt). */
+ * decision is in *d), -1 means look again (the entry is busy), and
+ * SLUICE_SOURCE_UNTRACKED lets the packet through this level without an
+ * entry (on_table_full = open; *d is that decision, if the levels above
+ * admit it too). The found source's debt is judged under the class's
+ * current limit (look->debt). */
+#define SLUICE_SOURCE_UNTRACKED 2
+
+/* Did the look let the packet through untracked? Recomputed from the look
+ * rather than kept in a variable: the BPF program's stack has no room. */
+SLUICE_INLINE int sluice_source_untracked(const struct sluice_source_ref *src, const struct sluice_source_look *look)
+{
+	return !look->found && look->evicts && src->on_table_full == SLUICE_TABLE_FULL_OPEN;
+}
+
+SLUICE_INLINE struct sluice_decision sluice_untracked(void)
+{
+	struct sluice_decision d = sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_TABLE_FULL, SLUICE_LEVEL_SOURCE);
+
+	d.table = SLUICE_TABLE_FULL;
+	return d;
+}
 SLUICE_INLINE int sluice_source_check(const struct sluice_source_ref *src, struct sluice_source_look *look,
 				      __u64 cost, struct sluice_decision *d)
 {
 	if (look->pending || look->index >= SLUICE_SOURCE_CANDIDATES)
 		return -1; /* another CPU is creating it (or every entry of both sets) */
-	if (!look->found && look->evicts && src->on_table_full != SLUICE_TABLE_FULL_EVICT) {
-		*d = sluice_decision_make(src->on_table_full == SLUICE_TABLE_FULL_OPEN ? SLUICE_VERDICT_PASS
-										 : SLUICE_VERDICT_DROP,
-					  SLUICE_REASON_TABLE_FULL, SLUICE_LEVEL_SOURCE);
+	if (sluice_source_untracked(src, look)) {
+		*d = sluice_untracked();
+		return SLUICE_SOURCE_UNTRACKED;
+	}
+	if (!look->found && look->evicts && src->on_table_full == SLUICE_TABLE_FULL_CLOSED) {
+		*d = sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_TABLE_FULL, SLUICE_LEVEL_SOURCE);
 		d->table = SLUICE_TABLE_FULL;
 		return 0;
 	}
@@ -188,7 +209,8 @@ SLUICE_INLINE int sluice_source_check(const struct sluice_source_ref *src, struc
 }
 
 /* Finds the source and checks it: 1 admits (*look holds what the charge
- * needs), 0 refuses (*d says why), -1 its entry stayed busy. */
+ * needs), 0 refuses (*d says why), -1 its entry stayed busy, or
+ * SLUICE_SOURCE_UNTRACKED. */
 SLUICE_INLINE int sluice_source_settle(const struct sluice_source_ref *src, __u64 cost, __u64 now,
 				       struct sluice_source_look *look, struct sluice_decision *d)
 {
@@ -205,7 +227,8 @@ SLUICE_INLINE int sluice_source_settle(const struct sluice_source_ref *src, __u6
 }
 
 /* Charges what settle admitted. If another CPU changed the entry since,
- * looks and checks again: 1 charged, 0 now refused (*d), -1 stayed busy. */
+ * looks and checks again: 1 charged, 0 now refused (*d), -1 stayed busy, or
+ * SLUICE_SOURCE_UNTRACKED. */
 SLUICE_INLINE int sluice_source_commit(const struct sluice_source_ref *src, __u64 cost, __u64 now,
 				       struct sluice_source_look *look, struct sluice_decision *d)
 {
@@ -213,14 +236,15 @@ SLUICE_INLINE int sluice_source_commit(const struct sluice_source_ref *src, __u6
 	int verdict = 1;
 
 	for (attempt = 0; attempt < SLUICE_SOURCE_ATTEMPTS; attempt++) {
-		if (verdict > 0 && SLUICE_SOURCE_CHARGE(src, look, cost, now))
+		if (verdict == 1 && SLUICE_SOURCE_CHARGE(src, look, cost, now))
 			return 1;
 		SLUICE_SOURCE_FIND(src, now, look);
 		verdict = sluice_source_check(src, look, cost, d);
-		if (verdict == 0)
-			return 0;
+		if (verdict == 0 || verdict == SLUICE_SOURCE_UNTRACKED)
+			return verdict;
 	}
-	return -1;
+	/* The last look may have admitted: one more try before giving up. */
+	return verdict == 1 && SLUICE_SOURCE_CHARGE(src, look, cost, now) ? 1 : -1;
 }
 
 SLUICE_INLINE struct sluice_decision sluice_contended(void)
@@ -266,7 +290,9 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 			return d;
 	}
 
-	/* Whether the source is new is judged once, on arrival. */
+	/* Whether the source is new is judged once, on arrival. A source let
+	 * through untracked (on_table_full = open) is new too: a flood of new
+	 * sources pays its budget, and the aggregate and global still hold. */
 	new_on = src_on && !look.found && sluice_level_active(&l->new_sources);
 	if (new_on) {
 		new_cost = sluice_level_cost_nano(l->new_sources.limit, frame_len);
@@ -281,7 +307,8 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 	/* The source first: the levels above have spent nothing yet if it
 	 * now refuses. A known source is one compare-and-swap; if another CPU
 	 * charged it first, it is looked at and checked again. */
-	if (src_on && !(look.found && sluice_source_charge_known(src, &look, src_cost, now))) {
+	if (src_on && !sluice_source_untracked(src, &look) &&
+	    !(look.found && sluice_source_charge_known(src, &look, src_cost, now))) {
 		if (look.found) {
 			verdict = SLUICE_SOURCE_SETTLE(src, src_cost, now, &look, &d);
 			if (verdict < 0)
@@ -289,11 +316,13 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 			if (verdict == 0)
 				return d;
 		}
-		verdict = SLUICE_SOURCE_COMMIT(src, src_cost, now, &look, &d);
-		if (verdict < 0)
-			return sluice_contended();
-		if (verdict == 0)
-			return d;
+		if (!sluice_source_untracked(src, &look)) {
+			verdict = SLUICE_SOURCE_COMMIT(src, src_cost, now, &look, &d);
+			if (verdict < 0)
+				return sluice_contended();
+			if (verdict == 0)
+				return d;
+		}
 	}
 	if (new_on)
 		sluice_level_commit(&l->new_sources, new_cost);
@@ -301,6 +330,8 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 		sluice_level_commit(&l->aggregate, cls_cost);
 	if (glb_on)
 		sluice_level_commit(&l->global, glb_cost);
+	if (src_on && sluice_source_untracked(src, &look))
+		return sluice_untracked();
 	d = sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_ADMITTED, SLUICE_LEVEL_NONE);
 	if (src_on && !look.found)
 		d.table = look.evicts ? SLUICE_TABLE_EVICTED : SLUICE_TABLE_INSERTED;
