@@ -40,17 +40,24 @@ struct SourceTableUsage {
 };
 
 // Counts the source table's `set_count` sets as of `now_ns`, on the clock its
-// TATs are kept in. The dataplane writes while this reads: each entry is read
-// once, atomically, so every count is of real entries, if not of one instant.
-inline SourceTableUsage count_sources(const sluice_source_set* sets, uint32_t set_count, uint64_t now_ns) {
+// TATs are kept in, and empties each free entry unused for SLUICE_STALE_NS, as
+// a new source's scan of its sets would: run every few seconds, it keeps an
+// entry nobody touches from coming round (TAT modulo 2^45) to look in debt.
+// The dataplane writes while this runs: each entry is read once, atomically,
+// and emptied only by a compare-and-swap of what was read.
+inline SourceTableUsage survey_source_table(sluice_source_set* sets, uint32_t set_count, uint64_t now_ns) {
     SourceTableUsage usage;
     usage.capacity = static_cast<uint64_t>(set_count) * SLUICE_SET_WAYS;
     for (uint32_t s = 0; s < set_count; s++) {
-        for (const __u64& entry : sets[s].entry) {
-            const uint64_t word = __atomic_load_n(&entry, __ATOMIC_RELAXED);
+        for (__u64& entry : sets[s].entry) {
+            uint64_t word = __atomic_load_n(&entry, __ATOMIC_RELAXED);
             if (!(word & SLUICE_ENTRY_TAG_MASK)) continue;
+            const bool in_debt = (word & SLUICE_ENTRY_PENDING) || sluice_entry_debt(word, now_ns);
+            if (!in_debt && sluice_entry_free_for(word, now_ns) >= SLUICE_STALE_NS &&
+                __atomic_compare_exchange_n(&entry, &word, 0, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+                continue;
             usage.known++;
-            if ((word & SLUICE_ENTRY_PENDING) || sluice_entry_debt(word, now_ns)) usage.in_debt++;
+            if (in_debt) usage.in_debt++;
         }
     }
     return usage;
@@ -71,7 +78,8 @@ class EnforcementPoint : public Dataplane {
     virtual Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats() = 0;
     // Calls on_event for every queued sampled drop; never blocks.
     virtual Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event) = 0;
-    // The source table now: capacity and occupancy (a scan of the table).
+    // The source table now: capacity and occupancy (a scan of the table,
+    // which also empties entries unused for hours: survey_source_table).
     virtual Result<SourceTableUsage> source_table() = 0;
     // All zeros while decision_cost_enabled() is false.
     virtual DecisionCost decision_cost() = 0;

@@ -438,7 +438,7 @@ Result<size_t> XdpDataplane::drain_events(const std::function<void(const sluice_
 }
 
 Result<SourceTableUsage> XdpDataplane::source_table() {
-    return count_sources(static_cast<const sluice_source_set*>(sources_.address), source_sets_, now_ns());
+    return survey_source_table(static_cast<sluice_source_set*>(sources_.address), source_sets_, now_ns());
 }
 
 void XdpDataplane::forget_sources() {

@@ -714,7 +714,7 @@ Result<size_t> DpdkDataplane::drain_events(const std::function<void(const sluice
 }
 
 Result<SourceTableUsage> DpdkDataplane::source_table() {
-    return count_sources(shared_->sets, shared_->set_count, now_ns());
+    return survey_source_table(shared_->sets, shared_->set_count, now_ns());
 }
 
 DecisionCost DpdkDataplane::decision_cost() {

@@ -208,9 +208,22 @@ TEST_F(XdpChurn, EntriesUnusedForHoursAreEmptiedWhenScanned) {
     // 4.9 hours later. The newcomer would take an empty entry over a free
     // one, so two known entries would mean the old one was left alone.
     set_clock(t0_ + (1ULL << 44) + kSec);
-    EXPECT_EQ(source_table().known, 1u);  // free, still known
     EXPECT_EQ(verdicts(udp_from(same_home[1]), 1), "P");
     EXPECT_EQ(source_table().known, 1u);
+}
+
+// Known sources' own lookups never empty anything, so the daemon's periodic
+// survey of the table (source_table()) empties stale entries too.
+TEST_F(XdpChurn, TheSurveyEmptiesEntriesUnusedForHours) {
+    apply(policy().add({.id = 1, .per_source = Limit{.rate = 10, .burst = 3}}).build());
+    EXPECT_EQ(verdicts(udp_from("192.0.2.1"), 1), "P");
+    set_clock(t0_ + SLUICE_STALE_NS - kSec);
+    EXPECT_EQ(source_table().known, 1u);  // free, still known
+    set_clock(t0_ + SLUICE_STALE_NS + kSec);
+    EXPECT_EQ(source_table().known, 0u);
+    // The source comes back as new, with a full bucket.
+    EXPECT_EQ(verdicts(udp_from("192.0.2.1"), 4), "PPPD");
+    EXPECT_EQ(stat(SLUICE_STAT_SOURCE_INSERTS), 2u);
 }
 
 }  // namespace

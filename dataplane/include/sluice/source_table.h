@@ -40,9 +40,10 @@
  *
  * Time modulo 2^45. TAT is kept in 45 bits, read relative to now: a TAT up to
  * SLUICE_DEBT_MAX_NS ahead is debt, anything else is free. An entry nobody
- * touches for 8.5 h would come round to look in debt again, so a scan that
- * meets a free entry unused for 2^43 ns (2.4 h) empties it: a set touched
- * once in 6 hours never shows a false debt.
+ * touches for 8.5 h would come round to look in debt again, so a free entry
+ * unused for 2^43 ns (2.4 h) is emptied when a new source's scan meets it,
+ * and by the control plane's survey of the table every few seconds
+ * (survey_source_table in control/dataplane.h).
  *
  * Policy changes. Debt is time, and time is worth more packets under a lower
  * rate: each entry records the generation of its class's per-source limit
