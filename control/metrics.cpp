@@ -50,6 +50,7 @@ bool possible(uint32_t class_id, uint32_t verdict, uint32_t reason) {
         case SLUICE_REASON_CLASS:
         case SLUICE_REASON_GLOBAL:
         case SLUICE_REASON_DENY:
+        case SLUICE_REASON_NEW_SOURCE:
             return verdict == SLUICE_VERDICT_DROP;
         case SLUICE_REASON_TABLE_FULL:
             return true;
@@ -108,8 +109,8 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
                         MetricType::Counter);
     auto table_full =
         family("sluice_table_full_decisions_total",
-               "New sources that found both of their sets in debt, by the on_table_full decision (evict: the entry "
-               "closest to free was taken).",
+               "Packets of new sources that found both of their sets in debt, by the on_table_full decision "
+               "(evict: the packet took the entry closest to free; open: passed untracked; closed: dropped).",
                MetricType::Counter);
     auto run_time =
         family("sluice_bpf_run_time_seconds_total",

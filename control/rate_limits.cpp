@@ -144,24 +144,29 @@ Result<sluice_source_limit> compile_source_limit(const HumanLimit& limit, uint32
     // is not a whole number of ns: the burst gets that back for as many
     // frames as it can hold, or a burst of N frames would hold N - 1.
     const uint64_t one = sluice_source_cost_ns(&gcra, 1);
-    uint128 tolerance = static_cast<uint128>(limit.burst) * one;
-    if (limit.unit == Unit::bytes) {
-        tolerance = static_cast<uint128>(limit.burst) * gcra.interval_ns +
-                    ((static_cast<uint128>(limit.burst) * gcra.interval_frac + 0xffffffffu) >> 32);
-        if (gcra.interval_frac != 0) tolerance += 2 * (limit.burst / kMinFrameBytes);
-    }
+    auto tolerance_of = [&](uint64_t burst) -> uint128 {
+        if (limit.unit != Unit::bytes) return static_cast<uint128>(burst) * one;
+        uint128 ns = static_cast<uint128>(burst) * gcra.interval_ns +
+                     ((static_cast<uint128>(burst) * gcra.interval_frac + 0xffffffffu) >> 32);
+        if (gcra.interval_frac != 0) ns += 2 * (burst / kMinFrameBytes);
+        return ns;
+    };
+    const uint128 tolerance = tolerance_of(limit.burst);
     if (tolerance > SLUICE_DEBT_MAX_NS) {
-        const uint64_t max_burst =
-            limit.unit == Unit::bytes
-                ? static_cast<uint64_t>((static_cast<uint128>(SLUICE_DEBT_MAX_NS) * limit.rate_per_s) / SLUICE_NANO)
-                : SLUICE_DEBT_MAX_NS / one;
+        // The largest burst that fits, found by bisection: the byte-mode
+        // rounding slack makes the formula awkward to invert exactly.
+        uint64_t fits = 0, too_big = limit.burst;
+        while (too_big - fits > 1) {
+            const uint64_t mid = fits + (too_big - fits) / 2;
+            (tolerance_of(mid) <= SLUICE_DEBT_MAX_NS ? fits : too_big) = mid;
+        }
+        const uint64_t seconds = static_cast<uint64_t>((tolerance + SLUICE_NANO - 1) / SLUICE_NANO);
         return field_error(field, "burst",
                            "burst " + std::to_string(limit.burst) + " " + unit_name(limit.unit) + " at " +
-                               std::to_string(limit.rate_per_s) + "/s takes " +
-                               std::to_string(static_cast<uint64_t>(tolerance / SLUICE_NANO)) +
+                               std::to_string(limit.rate_per_s) + "/s takes " + std::to_string(seconds) +
                                " s to refill; a source's bucket may take at most " +
                                std::to_string(SLUICE_DEBT_MAX_NS / SLUICE_NANO) + " s (lower burst to at most " +
-                               std::to_string(max_burst) + " or raise rate)");
+                               std::to_string(fits) + " or raise rate)");
     }
     gcra.tolerance_ns = static_cast<uint64_t>(tolerance);
     return out;

@@ -190,6 +190,24 @@ TEST(CarryPreviousSourceLimits, ChangedLimitsGetTheNextGenerationAndAScale) {
     EXPECT_EQ(again.classes[1].per_source.generation, 1);
 }
 
+// A per-source bucket that takes too long to refill is refused with the
+// largest burst that does fit, and that burst fits, in both units.
+TEST(CompileSourceLimit, ATooLongRefillSuggestsTheLargestBurstThatFits) {
+    for (const Unit unit : {Unit::packets, Unit::bytes}) {
+        for (uint64_t rate : {1ull, 7ull, 1000ull, 300'007ull, 900'001ull}) {
+            const uint64_t burst = 4'000'000'000;
+            auto refused = compile_source_limit({rate, burst, unit}, 64, "t");
+            ASSERT_FALSE(refused.ok()) << rate;
+            const std::string& message = refused.error().message;
+            const auto at = message.find("lower burst to at most ");
+            ASSERT_NE(at, std::string::npos) << message;
+            const uint64_t suggested = std::stoull(message.substr(at + 23));
+            EXPECT_TRUE(compile_source_limit({rate, suggested, unit}, 64, "t").ok()) << message;
+            EXPECT_FALSE(compile_source_limit({rate, suggested + 1, unit}, 64, "t").ok()) << message;
+        }
+    }
+}
+
 TEST(ParsePrefix, AcceptsBothFamiliesAndBareAddresses) {
     auto v4 = parse_prefix("192.0.2.0/24", 1);
     ASSERT_TRUE(v4.ok());

@@ -50,7 +50,9 @@
  * that wrote it, and a source written under the limit just replaced has its
  * debt converted to the same tokens under the new one when it is next seen
  * (one written under an older one, which only two changes within one burst
- * time leave in debt, counts as an empty bucket).
+ * time leave in debt, counts as an empty bucket; with two bits, four changes
+ * within one burst time make a generation look current again, and its debt
+ * is then read unconverted).
  *
  * Concurrency, for the backends' atomics: SLUICE_CAS64 is a full barrier
  * (BPF_ATOMIC cmpxchg, __sync in C); SLUICE_LOAD64 and SLUICE_STORE64 are
