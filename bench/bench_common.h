@@ -131,7 +131,8 @@ class SpreadSluiceProgram {
 // A policy of one class (the default) whose only real limit is per source:
 // rate and burst in packets; the class aggregate and the global ceiling, in
 // the given accuracy mode, are enabled but never refuse (10^11/s), so every
-// packet goes through all three levels as in production.
+// packet goes through the source, aggregate and global levels (no new-source
+// budget).
 Result<CompiledPolicy> single_class_policy(uint64_t rate, uint64_t burst, Accuracy accuracy, uint32_t cpus);
 
 // A UDP frame with 18 bytes of payload: IPv4 192.0.2.1 -> 198.51.100.1, or

@@ -200,7 +200,8 @@ Status run_decide(const Options& options, Json& report) {
                           {"frame_bytes", udp_frame(false).size()},
                           {"policy",
                            "one class; per source, aggregate and global all 1e11 pkt/s (every packet "
-                           "admitted at all three levels); split/lease: the aggregate's and global's accuracy"},
+                           "admitted at the source, aggregate and global levels; no new-source budget); split/lease: "
+                           "the aggregate's and global's accuracy"},
                           {"probe", "parse, one BPF hash-map lookup of the source (insert on a miss), XDP_DROP"}};
     report["results"] = results;
     return ok_status();

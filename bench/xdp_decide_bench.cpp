@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // ns per decision of the real XDP program in the running kernel, under
 // BPF_PROG_TEST_RUN, next to the bare XDP_DROP baseline measured in the same
-// run: a hot IPv4 source through all three levels, admitted and refused, in
+// run: a hot IPv4 source through the source, aggregate and global levels (no
+// new-source budget), admitted and refused, with the aggregate and global in
 // split and lease mode, with bpf_ktime_get_ns and the coarse clock. Needs
 // root. The kernel reports the mean time per repetition; compare ratios.
 #include <benchmark/benchmark.h>

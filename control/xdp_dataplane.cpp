@@ -132,6 +132,12 @@ Status XdpDataplane::load(const XdpOptions& options) {
 
 std::string XdpDataplane::remove_hint() const { return "detach and remove " + pin_dir_ + " to start with fresh state"; }
 
+Error XdpDataplane::abi_mismatch(uint32_t pinned_version) const {
+    return Error{"pinned maps under " + pin_dir_ + " were written by Sluice ABI version " +
+                 std::to_string(pinned_version) + "; this build speaks version " + std::to_string(SLUICE_ABI_VERSION) +
+                 ": " + remove_hint()};
+}
+
 Status XdpDataplane::read_pinned_meta() {
     const std::string path = pin_dir_ + "/sluice_meta";
     if (access(path.c_str(), F_OK) != 0) return ok_status();
@@ -145,15 +151,16 @@ Status XdpDataplane::read_pinned_meta() {
     // the value's size, to say which build wrote it.
     std::vector<uint8_t> value(std::max<size_t>(info.value_size, sizeof(sluice_meta)));
     const uint32_t zero = 0;
-    if (info.value_size < sizeof(uint32_t) || bpf_map_lookup_elem(pinned.get(), &zero, value.data()) != 0)
+    if (info.value_size < sizeof(uint32_t))
+        return Error{"pinned map " + path + " holds " + std::to_string(info.value_size) +
+                     "-byte values, too small for any Sluice build's meta: " + remove_hint()};
+    if (bpf_map_lookup_elem(pinned.get(), &zero, value.data()) != 0)
         return syscall_error(SyscallOp::map_lookup, "reading pinned map " + path, errno);
     sluice_meta meta;
     std::memcpy(&meta, value.data(), sizeof(meta));
     if (meta.abi_version == 0) return ok_status();  // created, never stamped: nothing to adopt
     if (meta.abi_version != SLUICE_ABI_VERSION || info.value_size != sizeof(sluice_meta))
-        return Error{"pinned maps under " + pin_dir_ + " were written by Sluice ABI version " +
-                     std::to_string(meta.abi_version) + "; this build speaks version " +
-                     std::to_string(SLUICE_ABI_VERSION) + ": " + remove_hint()};
+        return abi_mismatch(meta.abi_version);
     if (meta.source_sets != source_sets_)
         return Error{"the pinned source table under " + pin_dir_ + " holds " +
                      std::to_string(uint64_t{meta.source_sets} * SLUICE_SET_WAYS) + " entries, not the " +
@@ -198,10 +205,7 @@ Status XdpDataplane::adopt_or_stamp_meta() {
     if (const int err = bpf_map_lookup_elem(fd, &zero, &meta))
         return syscall_error(SyscallOp::map_lookup, "reading sluice_meta", error_code(err));
     if (meta.abi_version == SLUICE_ABI_VERSION) return ok_status();  // read_pinned_meta checked it
-    if (meta.abi_version != 0)
-        return Error{"pinned maps under " + pin_dir_ + " were written by Sluice ABI version " +
-                     std::to_string(meta.abi_version) + "; this build speaks version " +
-                     std::to_string(SLUICE_ABI_VERSION) + ": " + remove_hint()};
+    if (meta.abi_version != 0) return abi_mismatch(meta.abi_version);
     meta.abi_version = SLUICE_ABI_VERSION;
     meta.max_classes = SLUICE_MAX_CLASSES;
     meta.created_ns = monotonic_ns();
@@ -217,7 +221,7 @@ Status XdpDataplane::map_source_table() {
     const size_t length = (uint64_t{source_sets_} * sizeof(sluice_source_set) + page - 1) / page * page;
     void* address =
         mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(skel_->maps.sluice_sources), 0);
-    if (address == MAP_FAILED) return syscall_error(SyscallOp::map_lookup, "mapping the source table", errno);
+    if (address == MAP_FAILED) return syscall_error(SyscallOp::load, "mapping the source table", errno);
     sources_.address = address;
     sources_.length = length;
     return ok_status();

@@ -99,6 +99,7 @@ class XdpDataplane : public EnforcementPoint {
     Status load(const XdpOptions& options);
     Status read_pinned_meta();
     std::string remove_hint() const;
+    Error abi_mismatch(uint32_t pinned_version) const;
     Status check_pinned_maps();
     Status adopt_or_stamp_meta();
     Status map_source_table();

@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 OR Apache-2.0 */
 /*
- * Benchmark-only source spreading, shared by sluice.bpf.c and baseline.bpf.c
- * so both pay exactly the same for it. BPF_PROG_TEST_RUN repeats one frame;
- * with bench_source_mask set before load (sluice-bench decide and memory),
- * each run first rewrites the IPv4 source of an untagged IPv4 frame to
- * 10.0.0.0 + (hash of this CPU's run counter & mask): mask + 1 distinct
+ * Benchmark-only source spreading, shared by sluice.bpf.c, baseline.bpf.c and
+ * probe.bpf.c so all pay exactly the same for it. BPF_PROG_TEST_RUN repeats
+ * one frame; with bench_source_mask set before load (sluice-bench decide and
+ * memory), each run first rewrites the IPv4 source of an untagged IPv4 frame
+ * to 10.0.0.0 + (hash of this CPU's run counter & mask): mask + 1 distinct
  * sources in an order with no pattern, as real traffic has. (In counter
  * order, the sources' state would sit in memory in the order it is visited,
- * and the prefetcher would hide the cache misses real traffic pays.) Every other load leaves the mask 0: the
- * verifier sees the constant and removes the branch, leaving only the load
- * of the switch (4 instructions of 1800; bench/README.md has the before and
- * after figures).
+ * and the prefetcher would hide the cache misses real traffic pays.) Every
+ * other load leaves the mask 0: the verifier sees the constant and removes
+ * the branch, leaving only the load of the switch (4 instructions of 1800;
+ * bench/README.md has the before and after figures).
  */
 #ifndef SLUICE_BENCH_SOURCES_H
 #define SLUICE_BENCH_SOURCES_H

@@ -24,8 +24,7 @@ struct {
 SEC("xdp")
 int probe_xdp(struct xdp_md *ctx)
 {
-	const __u8 *data = (const __u8 *)(long)ctx->data;
-	const __u8 *data_end = (const __u8 *)(long)ctx->data_end;
+	const __u8 *data, *data_end;
 	struct sluice_source_key key;
 	struct sluice_packet pkt;
 	__u64 first = 1;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
 /*
- * Sluice's XDP program: parse -> classify (LPM) -> source bucket -> class
- * aggregate -> global ceiling -> PASS or DROP, per packet, at the driver.
+ * Sluice's XDP program: parse -> classify (LPM) -> the source's entry ->
+ * new-source budget -> class aggregate -> global ceiling -> PASS or DROP,
+ * per packet, at the driver.
  * Every decision is the shared core's (dataplane/include/sluice/); this file
  * only finds the state the core decides over.
  *
@@ -25,7 +26,6 @@
  * so a new policy version keeps every bucket.
  */
 #include <linux/bpf.h>
-#include <linux/errno.h>
 #include <bpf/bpf_helpers.h>
 
 #include "sluice/source_table.h"
@@ -533,7 +533,6 @@ int sluice_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	/* Time is read only for packets that reach a bucket. */
 	d = sluice_decide(&levels, pkt.frame_len, now);
 	count_table_event(d.table);
 	return account(class_id, d, pkt.frame_len, &key);

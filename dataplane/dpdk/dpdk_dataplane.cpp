@@ -184,7 +184,10 @@ class WorkerPath {
         const uint32_t id = cls.class_id % SLUICE_MAX_CLASSES;
         // Field by field: zeroing the whole struct first compiles to a
         // `rep stos`, which cost more per frame than the rest of this.
-        sluice_source_ref_make(&levels->source, &cls, &key, &shared->hash_key, shared->set_count - 1);
+        if (cls.per_source.enabled)
+            sluice_source_ref_make(&levels->source, &cls, &key, &shared->hash_key, shared->set_count - 1);
+        else
+            levels->source = sluice_source_ref{};
         levels->new_sources = {&cls.new_sources, &state->new_source_buckets[id], &shared->new_sources[id]};
         set_upper_levels(levels, slot, cls, state, shared);
     }

@@ -104,8 +104,11 @@ int parse_options(const std::vector<std::string>& args, Options& options) {
         } else if (arg == "--metrics") {
             options.daemon.metrics_address = value;
         } else if (arg == "--source-capacity") {
-            if (!parse_u32(value, 1, &options.daemon.source_capacity))
-                return usage("--source-capacity \"" + value + "\" is not a positive number");
+            constexpr uint32_t kMin = SLUICE_SOURCE_SETS_MIN * SLUICE_SET_WAYS;
+            constexpr uint64_t kMax = uint64_t{SLUICE_SOURCE_SETS_MAX} * SLUICE_SET_WAYS;
+            if (!parse_u32(value, kMin, &options.daemon.source_capacity) || options.daemon.source_capacity > kMax)
+                return usage("--source-capacity \"" + value + "\" is not a number of entries in " +
+                             std::to_string(kMin) + ".." + std::to_string(kMax));
         } else if (arg == "--mbufs") {
             if (!parse_u32(value, 1024, &options.mbufs))
                 return usage("--mbufs \"" + value + "\" is not a number >= 1024");

@@ -228,22 +228,27 @@ TEST_F(XdpRealClock, SourceAdmitsExactlyBurstPlusRateTimesT) {
 // charge the other's.
 TEST_F(XdpRealClock, TwoSourcesSharingASetEachGetExactlyTheirBound) {
     // One source in class 1, one in class 2 (so the counters tell them
-    // apart), with the same home set under this load's key.
+    // apart), with the same home set under this load's key and different
+    // tags (sources whose tags collide are one source to the table).
     const sluice_hash_key& key = dp_->hash_key();
     const uint32_t mask = dp_->source_sets() - 1;
-    auto home_of = [&](const std::string& address, uint32_t class_id) {
+    auto hash_of = [&](const std::string& address, uint32_t class_id) {
         sluice_source_key k{};
         k.class_id = class_id;
         k.family = SLUICE_FAMILY_IPV4;
         const auto bytes = PacketBuilder::address(address);
         std::memcpy(k.addr, bytes.data(), 4);
-        return sluice_source_home(sluice_source_hash(&k, &key), mask);
+        return sluice_source_hash(&k, &key);
     };
     const std::string second = "192.0.2.7";
+    const uint64_t second_hash = hash_of(second, 2);
     std::string first;
     for (uint32_t i = 1; first.empty(); i++) {
         const std::string candidate = "10.0." + std::to_string(i / 256) + "." + std::to_string(i % 256);
-        if (home_of(candidate, 1) == home_of(second, 2)) first = candidate;
+        const uint64_t hash = hash_of(candidate, 1);
+        if (sluice_source_home(hash, mask) == sluice_source_home(second_hash, mask) &&
+            sluice_source_tag(hash) != sluice_source_tag(second_hash))
+            first = candidate;
     }
     const Window w = saturate(policy()
                                   .add({.id = 1, .per_source = Limit{.rate = kRate, .burst = kBurst}})

@@ -169,7 +169,7 @@ TEST_F(XdpChurn, PulsingSourceNeverPassesMoreThanItsBound) {
     constexpr int kPulses = 8;
     constexpr uint64_t kGap = 1 * kSec;
     const uint32_t churn = 5 * static_cast<uint32_t>(source_table().capacity);
-    uint64_t admitted = 0;
+    uint64_t admitted = 0, churn_dropped = 0;
     uint32_t next = 0;
     for (int pulse = 0; pulse < kPulses; pulse++) {
         set_clock(t0_ + pulse * kGap);
@@ -179,7 +179,7 @@ TEST_F(XdpChurn, PulsingSourceNeverPassesMoreThanItsBound) {
         // passes once and is 100 ms in debt, so the table overflows.
         for (uint32_t i = 0; i < churn; i++) {
             set_clock(t0_ + pulse * kGap + (i + 1) * (50 * kMs / churn));
-            ASSERT_EQ(run(udp_from(address_of(next++))), static_cast<uint32_t>(XDP_PASS));
+            churn_dropped += run(udp_from(address_of(next++))) != static_cast<uint32_t>(XDP_PASS);
         }
     }
     // The window from the first pulse to the last: burst + rate * T.
@@ -187,7 +187,13 @@ TEST_F(XdpChurn, PulsingSourceNeverPassesMoreThanItsBound) {
     std::cout << "[ churn    ] " << kPulses << " pulses of 40 with " << churn
               << " new sources between each: " << admitted << " admitted, bound " << bound << ", "
               << stat(SLUICE_STAT_SOURCE_EVICTIONS) << " evictions\n";
-    EXPECT_EQ(admitted, bound);
+    EXPECT_LE(admitted, bound);
+    // Exactly the bound, unless a churn source's 16-bit tag matched the
+    // pulser's in a set they share (README, "Tags can collide"; about one
+    // run in fifty): then the two share the pulser's entry, and the churn
+    // source is refused, or spends one of the pulser's packets.
+    EXPECT_GE(admitted + 2, bound);
+    EXPECT_LE(churn_dropped, 2u);
     EXPECT_GT(stat(SLUICE_STAT_SOURCE_EVICTIONS), 0u) << "the table was never full: the test proves nothing";
 }
 

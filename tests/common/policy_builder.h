@@ -88,7 +88,10 @@ inline sluice_level_limit compile(const Limit& limit, uint32_t cpus) {
     return level.ok() ? level.value() : sluice_level_limit{};
 }
 
+// A per-source limit takes no accuracy or lease: it is exact on every CPU.
 inline sluice_source_limit compile_source(const Limit& limit) {
+    EXPECT_TRUE(limit.accuracy == Accuracy::lease && limit.lease == 0 && limit.lease_ttl_ns == kDefaultLeaseTtlNs)
+        << "a per-source Limit sets accuracy or lease, which per-source limits do not have";
     auto compiled = compile_source_limit({limit.rate, limit.burst, limit.unit}, limit.max_frame_bytes, "test");
     EXPECT_TRUE(compiled.ok()) << describe(compiled);
     return compiled.ok() ? compiled.value() : sluice_source_limit{};

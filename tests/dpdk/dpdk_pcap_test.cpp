@@ -109,10 +109,7 @@ TEST_F(DpdkPcap, ACaptureGoesThroughAndOnlyWhatPassedComesOut) {
     const std::vector<Bytes> expected = {a, a, b, arp, six, six, b};
     write_pcap(dir_ + "/in.pcap", in);
 
-    apply(policy()
-              .add({.id = 1,
-                    .per_source = Limit{.rate = 1, .burst = 2, .unit = Unit::packets, .accuracy = Accuracy::split}})
-              .build());
+    apply(policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 2, .unit = Unit::packets}}).build());
     ASSERT_NO_FATAL_FAILURE(open_pcap_port(dir_ + "/in.pcap", dir_ + "/out.pcap"));
     dp_->worker(0).set_ports({pcap_port_->id(), 0}, {pcap_port_->id(), 0});
     unsigned received = 0;

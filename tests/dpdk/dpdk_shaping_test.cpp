@@ -151,7 +151,7 @@ TEST_F(DpdkShaping, AVersionWithoutShapingSendsWhatWasQueued) {
 
 TEST_F(DpdkShaping, SourceLimitsStillApplyToAShapedClass) {
     ClassSpec spec = shaped_class(1000, 100, 1000 * kMs);
-    spec.per_source = Limit{.rate = 1, .burst = 3, .unit = Unit::packets, .accuracy = Accuracy::split};
+    spec.per_source = Limit{.rate = 1, .burst = 3, .unit = Unit::packets};
     apply(policy().add(spec).build());
     ASSERT_EQ(port_->inject(udp_from("192.0.2.6"), 10), 10u);
 

@@ -383,7 +383,7 @@ TEST(SourceTableThreads, SimultaneousFirstPacketsCreateOneEntryAndAdmitOneBurst)
     std::vector<uint64_t> admitted_per_round(kRounds);
     std::vector<std::thread> workers;
     for (unsigned w = 0; w < threads; w++) {
-        workers.emplace_back([&, w] {
+        workers.emplace_back([&] {
             for (int round = 0; round < kRounds; round++) {
                 while (round_started.load(std::memory_order_acquire) < round) std::this_thread::yield();
                 const sluice_levels l = t.levels(static_cast<uint64_t>(round) % 60000 + 1, round, round + 1);
@@ -394,7 +394,6 @@ TEST(SourceTableThreads, SimultaneousFirstPacketsCreateOneEntryAndAdmitOneBurst)
                 }
                 ready.fetch_add(1);
             }
-            (void)w;
         });
     }
     uint64_t before = 0;

@@ -51,11 +51,11 @@ SLUICE_STATIC_ASSERT(SLUICE_BURST_MAX * SLUICE_NANO <= (0xffffffffffffffffULL - 
 #define SLUICE_REASON_LIST(X)                                                  \
 	X(ADMITTED, "admitted", "within every configured limit")               \
 	X(ALLOWED, "allowed", "class action is pass: no limit applies")        \
-	X(SOURCE, "source", "per-source bucket was empty")                     \
+	X(SOURCE, "source", "source was a whole burst ahead of its schedule")  \
 	X(CLASS, "class", "class aggregate bucket was empty")                  \
 	X(GLOBAL, "global", "global ceiling bucket was empty")                 \
 	X(DENY, "deny", "class action is drop")                                \
-	X(TABLE_FULL, "table_full", "source state could not be created")       \
+	X(TABLE_FULL, "table_full", "new source found both its sets in debt")  \
 	X(NON_IP, "non_ip", "frame is neither IPv4 nor IPv6")                  \
 	X(MALFORMED, "malformed", "truncated or invalid header")               \
 	X(SHAPED, "shaped", "sent after waiting in the class's shaping queue") \
@@ -124,7 +124,8 @@ struct sluice_limit {
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_limit) == 24, "sluice_limit layout");
 
-/* Everything one level (source, class or global) needs to decide. */
+/* Everything one bucket level (new-source budget, class aggregate, global
+ * ceiling) needs to decide. */
 struct sluice_level_limit {
 	struct sluice_limit full;  /* the level's limit; lease mode refills the shared bucket with it */
 	struct sluice_limit share; /* split mode: this CPU's share, rate/N and burst/N */

@@ -29,8 +29,9 @@
  * second set another; it goes to its home set while that has a free entry.
  * 8 entries per set and one choice hold a table to about 34% of its entries
  * before 0.1% of new sources find no free entry; with a second set, first
- * fit, it is 56% (simulated, 2^15 sets). A known source is nearly always
- * found in its home set: one cache line per packet. When both sets hold only
+ * fit, it is 56% (sluice-bench memory measures it on the real table). A
+ * known source is nearly always found in its home set: one cache line per
+ * packet. When both sets hold only
  * sources in debt, the class's on_table_full decides; `evict` takes the
  * entry closest to free of the 16, never the one deepest in debt.
  *
