@@ -275,6 +275,8 @@ class PolicyReader {
 
   private:
     Status read_defaults(const Fields& top);
+    // rate, burst and unit, the keys every limit has.
+    Result<HumanLimit> read_limit(const Fields& level, const ClassSettings& inherited) const;
     Result<sluice_level_limit> read_level(const Fields& level, const ClassSettings& inherited) const;
     Result<sluice_source_limit> read_source_level(const Fields& level, const ClassSettings& inherited) const;
     Result<ParsedClass> read_class(const toml::table& table, size_t number);
@@ -317,26 +319,34 @@ Status PolicyReader::read_defaults(const Fields& top) {
     return ok_status();
 }
 
-Result<sluice_level_limit> PolicyReader::read_level(const Fields& level, const ClassSettings& inherited) const {
+Result<HumanLimit> PolicyReader::read_limit(const Fields& level, const ClassSettings& inherited) const {
     auto rate = level.integer("rate", 0, kUnbounded);
     if (!rate) return rate.error();
     auto burst = level.integer("burst", 0, kUnbounded);
     if (!burst) return burst.error();
     auto unit = level.choice("unit", kUnits);
     if (!unit) return unit.error();
+    if (!rate.value()) return level.here("rate is required (units per second)");
+    if (!burst.value()) return level.here("burst is required (units)");
+    HumanLimit limit;
+    limit.rate_per_s = static_cast<uint64_t>(*rate.value());
+    limit.burst = static_cast<uint64_t>(*burst.value());
+    limit.unit = unit.value().value_or(inherited.unit);
+    return limit;
+}
+
+Result<sluice_level_limit> PolicyReader::read_level(const Fields& level, const ClassSettings& inherited) const {
+    auto limit = read_limit(level, inherited);
+    if (!limit) return limit.error();
     auto accuracy = level.choice("accuracy", kAccuracies);
     if (!accuracy) return accuracy.error();
     auto lease = level.integer("lease", 0, kUnbounded);
     if (!lease) return lease.error();
     auto lease_ttl_ms = level.integer("lease_ttl_ms", 1, kMaxLeaseTtlMs);
     if (!lease_ttl_ms) return lease_ttl_ms.error();
-    if (!rate.value()) return level.here("rate is required (units per second)");
-    if (!burst.value()) return level.here("burst is required (units)");
 
     LevelSettings settings;
-    settings.limit.rate_per_s = static_cast<uint64_t>(*rate.value());
-    settings.limit.burst = static_cast<uint64_t>(*burst.value());
-    settings.limit.unit = unit.value().value_or(inherited.unit);
+    settings.limit = limit.value();
     settings.accuracy = accuracy.value().value_or(inherited.accuracy);
     settings.cpus = cpus_;
     settings.max_frame_bytes = inherited.max_frame_bytes;
@@ -361,20 +371,9 @@ Result<sluice_source_limit> PolicyReader::read_source_level(const Fields& level,
                             "per-source limits are exact across CPUs (one shared table), so they take no " +
                                 std::string(key) + "; it applies to aggregate, new_sources and global");
     if (auto keys = level.only(kPerSourceKeys); !keys) return keys.error();
-    auto rate = level.integer("rate", 0, kUnbounded);
-    if (!rate) return rate.error();
-    auto burst = level.integer("burst", 0, kUnbounded);
-    if (!burst) return burst.error();
-    auto unit = level.choice("unit", kUnits);
-    if (!unit) return unit.error();
-    if (!rate.value()) return level.here("rate is required (units per second)");
-    if (!burst.value()) return level.here("burst is required (units)");
-
-    HumanLimit limit;
-    limit.rate_per_s = static_cast<uint64_t>(*rate.value());
-    limit.burst = static_cast<uint64_t>(*burst.value());
-    limit.unit = unit.value().value_or(inherited.unit);
-    auto compiled = compile_source_limit(limit, inherited.max_frame_bytes, level.name());
+    auto limit = read_limit(level, inherited);
+    if (!limit) return limit.error();
+    auto compiled = compile_source_limit(limit.value(), inherited.max_frame_bytes, level.name());
     if (!compiled) return level.limit_error(compiled.error());
     return compiled.value();
 }

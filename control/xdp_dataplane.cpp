@@ -138,15 +138,24 @@ Error XdpDataplane::abi_mismatch(uint32_t pinned_version) const {
                  ": " + remove_hint()};
 }
 
-Status XdpDataplane::read_pinned_meta() {
-    const std::string path = pin_dir_ + "/sluice_meta";
+Status XdpDataplane::open_pinned_map(const std::string& path, UniqueFd& fd, bpf_map_info& info) {
     if (access(path.c_str(), F_OK) != 0) return ok_status();
     UniqueFd pinned(bpf_obj_get(path.c_str()));
     if (pinned.get() < 0) return syscall_error(SyscallOp::pin, "opening pinned map " + path, errno);
-    bpf_map_info info{};
     __u32 len = sizeof(info);
+    info = {};
     if (bpf_obj_get_info_by_fd(pinned.get(), &info, &len) != 0)
         return syscall_error(SyscallOp::map_lookup, "reading pinned map " + path, errno);
+    fd = std::move(pinned);
+    return ok_status();
+}
+
+Status XdpDataplane::read_pinned_meta() {
+    const std::string path = pin_dir_ + "/sluice_meta";
+    UniqueFd pinned;
+    bpf_map_info info{};
+    if (Status opened = open_pinned_map(path, pinned, info); !opened) return opened;
+    if (pinned.get() < 0) return ok_status();
     // Every ABI version begins its meta with the version: read it whatever
     // the value's size, to say which build wrote it.
     std::vector<uint8_t> value(std::max<size_t>(info.value_size, sizeof(sluice_meta)));
@@ -176,13 +185,10 @@ Status XdpDataplane::check_pinned_maps() {
     bpf_object__for_each_map(map, skel_->obj) {
         if (bpf_map__is_internal(map)) continue;
         const std::string path = pin_dir_ + "/" + bpf_map__name(map);
-        if (access(path.c_str(), F_OK) != 0) continue;
-        UniqueFd pinned(bpf_obj_get(path.c_str()));
-        if (pinned.get() < 0) return syscall_error(SyscallOp::pin, "opening pinned map " + path, errno);
+        UniqueFd pinned;
         bpf_map_info info{};
-        __u32 len = sizeof(info);
-        if (bpf_obj_get_info_by_fd(pinned.get(), &info, &len) != 0)
-            return syscall_error(SyscallOp::map_lookup, "reading pinned map " + path, errno);
+        if (Status opened = open_pinned_map(path, pinned, info); !opened) return opened;
+        if (pinned.get() < 0) continue;
         if (info.type != static_cast<__u32>(bpf_map__type(map)) || info.key_size != bpf_map__key_size(map) ||
             info.value_size != bpf_map__value_size(map) || info.max_entries != bpf_map__max_entries(map))
             return Error{"pinned map " + path + " does not match this build (type " + std::to_string(info.type) +

@@ -97,6 +97,9 @@ class XdpDataplane : public EnforcementPoint {
   private:
     XdpDataplane() = default;
     Status load(const XdpOptions& options);
+    // Opens the map pinned at `path` and reads its info; leaves `fd` empty
+    // when nothing is pinned there.
+    Status open_pinned_map(const std::string& path, UniqueFd& fd, bpf_map_info& info);
     Status read_pinned_meta();
     std::string remove_hint() const;
     Error abi_mismatch(uint32_t pinned_version) const;

@@ -438,7 +438,6 @@ static __always_inline void call_decision(struct sluice_source_call *call, struc
 	call->table = d.table;
 }
 
-
 __noinline int sluice_source_settle_call(struct sluice_source_call *call)
 {
 	struct sluice_source_limit limit = {};
