@@ -13,6 +13,8 @@ packages=(
   # libraries
   libtomlplusplus-dev nlohmann-json3-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   prometheus-cpp-dev
+  # command lines of sluicectl, sluiced, sluice-dpdk and sluice-bench
+  libcli11-dev
   # the metrics test scrapes sluiced with a real Prometheus and lints with promtool
   prometheus
   # sluice-bench veth: the nftables and iptables (hashlimit) receivers it compares against, ethtool
