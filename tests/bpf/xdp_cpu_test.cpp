@@ -198,6 +198,14 @@ class XdpRealClock : public XdpCpus {
 
     static double ideal(double seconds) { return static_cast<double>(kBurst) + static_cast<double>(kRate) * seconds; }
 
+    // The flood offered well over what the limit lets through, so the limit
+    // was what held admissions down. How far over depends on how busy the
+    // machine is (3x with two builds running beside, 15x idle); the bounds
+    // checked after this do not.
+    static void expect_saturated(const Window& w) {
+        EXPECT_GT(static_cast<double>(w.offered), 2 * ideal(w.seconds)) << "the flood never saturated the limit";
+    }
+
     void report(const char* name, const Window& w, uint64_t admitted, double bound) {
         const double ratio = admitted / ideal(w.seconds);
         const double flooded_ratio = admitted / ideal(w.flooded_seconds);
@@ -217,8 +225,7 @@ TEST_F(XdpRealClock, SourceAdmitsExactlyBurstPlusRateTimesT) {
         saturate(policy().add({.id = 1, .per_source = Limit{.rate = kRate, .burst = kBurst}}).build(), {"192.0.2.1"});
     const uint64_t admitted = w.admitted();
     report("gcra", w, admitted, ideal(w.seconds));
-    // Saturating: the CPUs offered far more than the limit lets through.
-    EXPECT_GT(static_cast<double>(w.offered), 5 * ideal(w.seconds));
+    expect_saturated(w);
     EXPECT_LE(static_cast<double>(admitted), ideal(w.seconds));
     EXPECT_GE(static_cast<double>(admitted), 0.99 * ideal(w.flooded_seconds));
 }
@@ -275,7 +282,7 @@ TEST_F(XdpRealClock, LeasedAggregateAdmitsBurstPlusRateTimesTPlusAtMostNLeases) 
     const uint64_t admitted = w.admitted();
     const double bound = ideal(w.seconds) + cpus_ * lease;
     report("lease", w, admitted, bound);
-    EXPECT_GT(static_cast<double>(w.offered), 5 * ideal(w.seconds));
+    expect_saturated(w);
     EXPECT_LE(static_cast<double>(admitted), bound);
     EXPECT_GE(static_cast<double>(admitted), 0.99 * ideal(w.flooded_seconds));
 }
@@ -288,7 +295,7 @@ TEST_F(XdpRealClock, SplitAggregateNeverAdmitsMoreThanBurstPlusRateTimesT) {
                  {"192.0.2.1"});
     const uint64_t admitted = w.admitted();
     report("split", w, admitted, ideal(w.seconds));
-    EXPECT_GT(static_cast<double>(w.offered), 5 * ideal(w.seconds));
+    expect_saturated(w);
     // Split mode never over-admits: each CPU spends at most its share.
     EXPECT_LE(static_cast<double>(admitted), ideal(w.seconds));
 }
