@@ -91,17 +91,12 @@ Result<std::string> read_policy(const std::string& file, std::istream& in) {
     return read_all(fd.get(), "policy file " + file);
 }
 
-// A server error arrives as "code: message" (ControlClient::call); anything
-// else never got an answer from sluiced: timeout, hang-up, garbage.
+// A server error carries its code; anything else never got an answer from
+// sluiced: timeout, hang-up, garbage.
 Failure classify_call_error(const Error& error) {
-    const std::string& message = error.message;
-    if (const auto colon = message.find(": "); colon != std::string::npos) {
-        if (const auto code = parse_control_error_code(std::string_view(message).substr(0, colon))) {
-            return {exit_status_for(*code), std::string(control_error_code_name(*code)), message.substr(colon + 2),
-                    error.setting};
-        }
-    }
-    return {kExitUnreachable, "unreachable", message, ""};
+    if (error.code == ErrorCode::unreachable) return {kExitUnreachable, "unreachable", error.message, ""};
+    return {exit_status_for(error.code), std::string(control_error_code_name(error.code)), error.message,
+            error.setting};
 }
 
 Failure connect_failure(const Error& error, int connect_errno) {
@@ -195,20 +190,21 @@ int watch(const Invocation& invocation, ControlClient& client, const WatchHooks&
 
 }  // namespace
 
-ExitStatus exit_status_for(ControlErrorCode code) {
+ExitStatus exit_status_for(ErrorCode code) {
     switch (code) {
-        case ControlErrorCode::conflict:
+        case ErrorCode::conflict:
             return kExitConflict;
-        case ControlErrorCode::permission_denied:
+        case ErrorCode::permission_denied:
             return kExitPermissionDenied;
         // The server gave up on a request this client left half-sent.
-        case ControlErrorCode::timeout:
+        case ErrorCode::timeout:
+        case ErrorCode::unreachable:
             return kExitUnreachable;
-        case ControlErrorCode::bad_request:
-        case ControlErrorCode::unknown_verb:
-        case ControlErrorCode::too_large:
-        case ControlErrorCode::invalid:
-        case ControlErrorCode::internal:
+        case ErrorCode::bad_request:
+        case ErrorCode::unknown_verb:
+        case ErrorCode::too_large:
+        case ErrorCode::invalid:
+        case ErrorCode::internal:
             return kExitRefused;
     }
     return kExitRefused;

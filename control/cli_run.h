@@ -25,7 +25,7 @@ enum ExitStatus : int {
 };
 
 // The exit status for an error response carrying `code`.
-ExitStatus exit_status_for(ControlErrorCode code);
+ExitStatus exit_status_for(ErrorCode code);
 
 // What --watch needs from the process around it; hooks rather than globals,
 // so the tests run watches in-process.

@@ -41,6 +41,12 @@ std::string not_running_message(const std::string& path) {
            "); start it with: sluiced --config /etc/sluice/sluiced.toml";
 }
 
+// A failure before any answer from sluiced: the request may not have run.
+Error unanswered(Error error) {
+    error.code = ErrorCode::unreachable;
+    return error;
+}
+
 }  // namespace
 
 Result<ControlClient> ControlClient::connect(const std::string& path, int timeout_ms, int* failed_errno) {
@@ -140,10 +146,12 @@ Result<json> ControlClient::call(const std::string& verb, const json& args) {
             Result<json> answer = read_response(id, &answered);
             if (answered) return answer;
         }
-        return sent.error();
+        return unanswered(sent.error());
     }
     bool answered = false;
-    return read_response(id, &answered);
+    Result<json> answer = read_response(id, &answered);
+    if (!answer.ok() && !answered) return unanswered(answer.error());
+    return answer;
 }
 
 Result<json> ControlClient::read_response(std::int64_t id, bool* answered) {
@@ -171,9 +179,11 @@ Result<json> ControlClient::read_response(std::int64_t id, bool* answered) {
         const json code = error.is_object() ? error.value("code", json("internal")) : json("internal");
         const json message = error.is_object() ? error.value("message", json("")) : json("");
         const json setting = error.is_object() ? error.value("setting", json("")) : json("");
-        return Error{(code.is_string() ? code.get<std::string>() : "internal") + ": " +
-                         (message.is_string() ? message.get<std::string>() : ""),
-                     setting.is_string() ? setting.get<std::string>() : ""};
+        // A code this build does not know (a newer sluiced) is still the server's refusal.
+        return Error{message.is_string() ? message.get<std::string>() : "",
+                     setting.is_string() ? setting.get<std::string>() : "",
+                     code.is_string() ? parse_control_error_code(code.get<std::string>()).value_or(ErrorCode::internal)
+                                      : ErrorCode::internal};
     }
 }
 

@@ -24,7 +24,7 @@ class ControlClient {
 
     // Sends {"id", "verb", "args"} and waits (up to the connect timeout) for
     // the response with the same id. A server error comes back as an Error
-    // whose message is "code: message" (split_control_error() takes it apart).
+    // carrying the server's code (ErrorCode::unreachable: no answer came).
     Result<nlohmann::json> call(const std::string& verb, const nlohmann::json& args = nlohmann::json::object());
 
     const std::string& socket_path() const { return path_; }

@@ -28,39 +28,29 @@
 
 namespace sluice {
 
-// Every error code a response can carry. Clients switch on these strings, so
-// they are part of the protocol: add, never rename.
-enum class ControlErrorCode {
-    bad_request,        // not JSON, not an object, or a missing/ill-typed id, verb or args
-    unknown_verb,       // no handler for the verb
-    too_large,          // a line over the request size limit; the server then closes the connection
-    timeout,            // a request left half-sent past the idle timeout; the server then closes
-    permission_denied,  // the peer failed the SO_PEERCRED check; the server then closes
-    conflict,           // a compare-and-swap lost (handlers)
-    invalid,            // well-formed request, unacceptable input such as a policy error (handlers)
-    internal,           // the server failed; not the client's fault
+// The wire names of the error codes (result.h). Clients switch on these
+// strings, so they are part of the protocol: add, never rename.
+inline constexpr std::pair<ErrorCode, std::string_view> kErrorCodeNames[] = {
+    {ErrorCode::bad_request, "bad_request"},
+    {ErrorCode::unknown_verb, "unknown_verb"},
+    {ErrorCode::too_large, "too_large"},
+    {ErrorCode::timeout, "timeout"},
+    {ErrorCode::permission_denied, "permission_denied"},
+    {ErrorCode::conflict, "conflict"},
+    {ErrorCode::invalid, "invalid"},
+    {ErrorCode::internal, "internal"},
+    {ErrorCode::unreachable, "unreachable"},
 };
 
-inline constexpr std::pair<ControlErrorCode, std::string_view> kControlErrorCodeNames[] = {
-    {ControlErrorCode::bad_request, "bad_request"},
-    {ControlErrorCode::unknown_verb, "unknown_verb"},
-    {ControlErrorCode::too_large, "too_large"},
-    {ControlErrorCode::timeout, "timeout"},
-    {ControlErrorCode::permission_denied, "permission_denied"},
-    {ControlErrorCode::conflict, "conflict"},
-    {ControlErrorCode::invalid, "invalid"},
-    {ControlErrorCode::internal, "internal"},
-};
-
-inline std::string_view control_error_code_name(ControlErrorCode code) {
-    for (const auto& [known, name] : kControlErrorCodeNames) {
+inline std::string_view control_error_code_name(ErrorCode code) {
+    for (const auto& [known, name] : kErrorCodeNames) {
         if (known == code) return name;
     }
     return "internal";
 }
 
-inline std::optional<ControlErrorCode> parse_control_error_code(std::string_view name) {
-    for (const auto& [code, known] : kControlErrorCodeNames) {
+inline std::optional<ErrorCode> parse_control_error_code(std::string_view name) {
+    for (const auto& [code, known] : kErrorCodeNames) {
         if (known == name) return code;
     }
     return std::nullopt;
@@ -73,26 +63,9 @@ inline constexpr std::size_t kDefaultTopSources = 20;
 inline constexpr std::size_t kMaxTopSources = 1000;
 inline constexpr std::chrono::milliseconds kDefaultIdleTimeout{5000};
 
-// Error carries no code field, so handlers put the code in front of the
-// message: "conflict: generation is 7, not 6". The server splits it off again;
-// an Error without a known code prefix is reported as "invalid".
-inline Error control_error(ControlErrorCode code, std::string message, std::string setting = {}) {
-    return Error{std::string(control_error_code_name(code)) + ": " + message, std::move(setting)};
-}
-
-struct CodedError {
-    ControlErrorCode code;
-    std::string message;  // without the code prefix
-};
-
-inline CodedError split_control_error(const Error& error) {
-    const std::string_view message = error.message;
-    if (const auto colon = message.find(": "); colon != std::string_view::npos) {
-        if (auto code = parse_control_error_code(message.substr(0, colon))) {
-            return {*code, std::string(message.substr(colon + 2))};
-        }
-    }
-    return {ControlErrorCode::invalid, error.message};
+// An error response's error: the code travels as its own field.
+inline Error control_error(ErrorCode code, std::string message, std::string setting = {}) {
+    return Error{std::move(message), std::move(setting), code};
 }
 
 // The address of the control socket at `path`, or why it cannot be one.

@@ -57,7 +57,7 @@ Status remove_stale_socket(const std::string& path, const sockaddr_un& address) 
     return ok_status();
 }
 
-json error_response(const json& id, ControlErrorCode code, std::string_view message, std::string_view setting = {}) {
+json error_response(const json& id, ErrorCode code, std::string_view message, std::string_view setting = {}) {
     json error = {{"code", control_error_code_name(code)}, {"message", message}};
     if (!setting.empty()) error["setting"] = setting;
     return {{"id", id}, {"ok", false}, {"error", std::move(error)}};
@@ -125,9 +125,9 @@ struct ControlServer::State {
             const bool allowed = known && (options.authorize ? options.authorize(connection.peer)
                                                              : default_authorize(connection.peer, options.group));
             if (!allowed) {
-                count(kNoVerbLabel, control_error_code_name(ControlErrorCode::permission_denied));
+                count(kNoVerbLabel, control_error_code_name(ErrorCode::permission_denied));
                 connection.output = to_line(error_response(
-                    nullptr, ControlErrorCode::permission_denied,
+                    nullptr, ErrorCode::permission_denied,
                     known ? "uid " + std::to_string(connection.peer.uid) + " may not use " + options.socket_path +
                                 ": run as root or as a member of the socket's group"
                           : errno_message("cannot read peer credentials", errno)));
@@ -146,38 +146,38 @@ struct ControlServer::State {
     json dispatch(std::string_view line, Peer peer) {
         const json request = json::parse(line, nullptr, /*allow_exceptions=*/false);
         if (request.is_discarded() || !request.is_object()) {
-            count(kNoVerbLabel, control_error_code_name(ControlErrorCode::bad_request));
+            count(kNoVerbLabel, control_error_code_name(ErrorCode::bad_request));
             return error_response(
-                nullptr, ControlErrorCode::bad_request,
+                nullptr, ErrorCode::bad_request,
                 request.is_discarded() ? "request is not valid JSON" : "request must be a JSON object");
         }
         json id = nullptr;
         if (auto found = request.find("id"); found != request.end()) {
             if (!found->is_number_integer() && !found->is_string() && !found->is_null()) {
-                count(kNoVerbLabel, control_error_code_name(ControlErrorCode::bad_request));
-                return error_response(nullptr, ControlErrorCode::bad_request, "\"id\" must be an integer or a string");
+                count(kNoVerbLabel, control_error_code_name(ErrorCode::bad_request));
+                return error_response(nullptr, ErrorCode::bad_request, "\"id\" must be an integer or a string");
             }
             id = *found;
         }
         const auto verb_field = request.find("verb");
         if (verb_field == request.end() || !verb_field->is_string()) {
-            count(kNoVerbLabel, control_error_code_name(ControlErrorCode::bad_request));
-            return error_response(id, ControlErrorCode::bad_request, "request needs \"verb\" (a string)");
+            count(kNoVerbLabel, control_error_code_name(ErrorCode::bad_request));
+            return error_response(id, ErrorCode::bad_request, "request needs \"verb\" (a string)");
         }
         const std::string& verb = verb_field->get_ref<const std::string&>();
         const auto handler = handlers.find(verb);
         if (handler == handlers.end()) {
-            count(kUnknownVerbLabel, control_error_code_name(ControlErrorCode::unknown_verb));
+            count(kUnknownVerbLabel, control_error_code_name(ErrorCode::unknown_verb));
             std::string known;
             for (const auto& [name, unused] : handlers) known += (known.empty() ? "" : ", ") + name;
-            return error_response(id, ControlErrorCode::unknown_verb,
+            return error_response(id, ErrorCode::unknown_verb,
                                   "unknown verb \"" + verb + "\"; known verbs: " + (known.empty() ? "none" : known));
         }
         json args = json::object();
         if (auto found = request.find("args"); found != request.end() && !found->is_null()) {
             if (!found->is_object()) {
-                count(verb, control_error_code_name(ControlErrorCode::bad_request));
-                return error_response(id, ControlErrorCode::bad_request, "\"args\" must be a JSON object");
+                count(verb, control_error_code_name(ErrorCode::bad_request));
+                return error_response(id, ErrorCode::bad_request, "\"args\" must be a JSON object");
             }
             args = *found;
         }
@@ -189,15 +189,15 @@ struct ControlServer::State {
                 count(verb, "ok");
                 return {{"id", id}, {"ok", true}, {"result", std::move(result.value())}};
             }
-            const CodedError coded = split_control_error(result.error());
-            count(verb, control_error_code_name(coded.code));
-            return error_response(id, coded.code, coded.message, result.error().setting);
+            const Error& error = result.error();
+            count(verb, control_error_code_name(error.code));
+            return error_response(id, error.code, error.message, error.setting);
         } catch (const json::exception& e) {
-            count(verb, control_error_code_name(ControlErrorCode::bad_request));
-            return error_response(id, ControlErrorCode::bad_request, "bad args for \"" + verb + "\": " + e.what());
+            count(verb, control_error_code_name(ErrorCode::bad_request));
+            return error_response(id, ErrorCode::bad_request, "bad args for \"" + verb + "\": " + e.what());
         } catch (const std::exception& e) {
-            count(verb, control_error_code_name(ControlErrorCode::internal));
-            return error_response(id, ControlErrorCode::internal, "\"" + verb + "\" failed: " + e.what());
+            count(verb, control_error_code_name(ErrorCode::internal));
+            return error_response(id, ErrorCode::internal, "\"" + verb + "\" failed: " + e.what());
         }
     }
 
@@ -230,9 +230,9 @@ struct ControlServer::State {
     }
 
     void reject_too_large(Connection& connection) {
-        count(kNoVerbLabel, control_error_code_name(ControlErrorCode::too_large));
+        count(kNoVerbLabel, control_error_code_name(ErrorCode::too_large));
         connection.output += to_line(error_response(
-            nullptr, ControlErrorCode::too_large,
+            nullptr, ErrorCode::too_large,
             "request line exceeds " + std::to_string(options.max_request_bytes) + " bytes; closing the connection"));
         close_after_flush(connection);
     }
@@ -286,8 +286,8 @@ struct ControlServer::State {
         for (Connection& connection : connections) {
             if (connection.partial_since && !connection.close_deadline &&
                 now - *connection.partial_since >= options.idle_timeout) {
-                count(kNoVerbLabel, control_error_code_name(ControlErrorCode::timeout));
-                connection.output += to_line(error_response(nullptr, ControlErrorCode::timeout,
+                count(kNoVerbLabel, control_error_code_name(ErrorCode::timeout));
+                connection.output += to_line(error_response(nullptr, ErrorCode::timeout,
                                                             "request not completed within " +
                                                                 std::to_string(options.idle_timeout.count()) +
                                                                 " ms; closing the connection"));

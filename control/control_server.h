@@ -45,8 +45,8 @@ struct ControlServerOptions {
     std::function<bool(const Peer&)> authorize;
 };
 
-// A handler's Error becomes an error response; its code comes from the
-// message prefix written by control_error() and defaults to "invalid".
+// A handler's Error becomes an error response with the Error's code
+// ("invalid" unless the handler set another).
 using Handler = std::function<Result<nlohmann::json>(const nlohmann::json& args, const Peer& peer)>;
 
 // Requests seen, by verb and then by outcome ("ok" or an error code). Verbs

@@ -68,11 +68,10 @@ Result<std::string> string_arg(const json& args, const char* key, std::optional<
     const auto it = args.find(key);
     if (it == args.end() || it->is_null()) {
         if (fallback) return *fallback;
-        return control_error(ControlErrorCode::bad_request, std::string("missing argument \"") + key + "\"", key);
+        return control_error(ErrorCode::bad_request, std::string("missing argument \"") + key + "\"", key);
     }
     if (!it->is_string())
-        return control_error(ControlErrorCode::bad_request, std::string("argument \"") + key + "\" must be a string",
-                             key);
+        return control_error(ErrorCode::bad_request, std::string("argument \"") + key + "\" must be a string", key);
     return it->get<std::string>();
 }
 
@@ -80,7 +79,7 @@ Result<std::optional<uint64_t>> uint_arg(const json& args, const char* key) {
     const auto it = args.find(key);
     if (it == args.end() || it->is_null()) return std::optional<uint64_t>{};
     if (!it->is_number_unsigned())
-        return control_error(ControlErrorCode::bad_request,
+        return control_error(ErrorCode::bad_request,
                              std::string("argument \"") + key + "\" must be a non-negative integer", key);
     return std::optional<uint64_t>(it->get<uint64_t>());
 }
@@ -89,8 +88,8 @@ Result<bool> bool_arg(const json& args, const char* key) {
     const auto it = args.find(key);
     if (it == args.end() || it->is_null()) return false;
     if (!it->is_boolean())
-        return control_error(ControlErrorCode::bad_request,
-                             std::string("argument \"") + key + "\" must be true or false", key);
+        return control_error(ErrorCode::bad_request, std::string("argument \"") + key + "\" must be true or false",
+                             key);
     return it->get<bool>();
 }
 
@@ -108,19 +107,15 @@ json push_json(const PushOutcome& outcome) {
     return result;
 }
 
-// Handlers return Error; tag those without a code as what they are.
-Error as_invalid(const Error& error) {
-    if (split_control_error(error).message != error.message) return error;  // already coded
-    return control_error(ControlErrorCode::invalid, error.message, error.setting);
-}
-
-Error as_internal(const Error& error) {
-    return control_error(ControlErrorCode::internal, error.message, error.setting);
+// A failure of the daemon itself, not of the request.
+Error as_internal(Error error) {
+    error.code = ErrorCode::internal;
+    return error;
 }
 
 // sluice-dpdk takes its ports on the command line; the control socket cannot change them.
 Error fixed_ports_error(const std::string& verb) {
-    return control_error(ControlErrorCode::invalid,
+    return control_error(ErrorCode::invalid,
                          verb +
                              " is not available here: sluice-dpdk's ports are fixed when the appliance starts "
                              "(give them on its command line)",
@@ -709,8 +704,8 @@ Result<json> Daemon::top_json(const json& args) {
     if (!wanted) return wanted.error();
     const size_t n = wanted.value() ? static_cast<size_t>(*wanted.value()) : kDefaultTopSources;
     if (n == 0 || n > kMaxTopSources)
-        return control_error(ControlErrorCode::bad_request,
-                             "argument \"n\" must be in 1.." + std::to_string(kMaxTopSources), "n");
+        return control_error(ErrorCode::bad_request, "argument \"n\" must be in 1.." + std::to_string(kMaxTopSources),
+                             "n");
     const auto names = class_names();
     const double now = monotonic_s();
     double total_rate = 0, total_decayed = 0;
@@ -752,9 +747,9 @@ void Daemon::register_handlers() {
         if (!name) return name.error();
         if (!mode_name) return mode_name.error();
         auto mode = parse_xdp_mode(mode_name.value());
-        if (!mode) return as_invalid(mode.error());
+        if (!mode) return mode.error();
         log(LogLevel::info, "attach requested", {{"interface", name.value()}, {"peer_uid", std::to_string(peer.uid)}});
-        if (auto status = attach_interface(name.value(), mode.value()); !status) return as_invalid(status.error());
+        if (auto status = attach_interface(name.value(), mode.value()); !status) return status.error();
         const Interface& interface = *interfaces_.at(name.value());
         auto version = interface.dataplane->active_version();
         return json{{"interface", name.value()},
@@ -768,7 +763,7 @@ void Daemon::register_handlers() {
         auto name = string_arg(args, "interface");
         if (!name) return name.error();
         log(LogLevel::info, "detach requested", {{"interface", name.value()}, {"peer_uid", std::to_string(peer.uid)}});
-        if (auto status = detach_interface(name.value()); !status) return as_invalid(status.error());
+        if (auto status = detach_interface(name.value()); !status) return status.error();
         return json{{"interface", name.value()}};
     });
 
@@ -788,7 +783,7 @@ void Daemon::register_handlers() {
             const uint64_t current_version = current ? current->version : 0;
             if (*if_version.value() != current_version) {
                 if (!dry_run.value()) count_push(false);
-                return control_error(ControlErrorCode::conflict,
+                return control_error(ErrorCode::conflict,
                                      "the current policy version is " + std::to_string(current_version) + ", not " +
                                          std::to_string(*if_version.value()) +
                                          " (another push came first; review it and retry)",
@@ -800,7 +795,7 @@ void Daemon::register_handlers() {
         if (!dry_run.value()) count_push(pushed.ok());
         if (!pushed) {
             log(LogLevel::warn, "policy push refused", {{"error", pushed.error().message}});
-            return as_invalid(pushed.error());
+            return pushed.error();
         }
         if (pushed.value().applied)
             log(LogLevel::info, "policy pushed",
@@ -816,7 +811,7 @@ void Daemon::register_handlers() {
         if (!dry_run) return dry_run.error();
         auto pushed = policy_->rollback(to.value(), dry_run.value());
         if (!dry_run.value()) count_push(pushed.ok());
-        if (!pushed) return as_invalid(pushed.error());
+        if (!pushed) return pushed.error();
         if (pushed.value().applied)
             log(LogLevel::info, "policy rolled back",
                 {{"version", std::to_string(pushed.value().version.version)},
@@ -830,11 +825,11 @@ void Daemon::register_handlers() {
         PolicyVersion version;
         if (wanted.value()) {
             auto found = policy_->get(*wanted.value());
-            if (!found) return as_invalid(found.error());
+            if (!found) return found.error();
             version = std::move(found.value());
         } else {
             auto current = policy_->current();
-            if (!current) return control_error(ControlErrorCode::invalid, "no policy has been pushed yet");
+            if (!current) return control_error(ErrorCode::invalid, "no policy has been pushed yet");
             version = std::move(*current);
         }
         json result = version_summary(version);
@@ -857,11 +852,11 @@ void Daemon::register_handlers() {
         if (!from) return from.error();
         if (!to) return to.error();
         if (!from.value() || !to.value())
-            return control_error(ControlErrorCode::bad_request, "policy.diff needs \"from\" and \"to\" versions");
+            return control_error(ErrorCode::bad_request, "policy.diff needs \"from\" and \"to\" versions");
         auto a = policy_->get(*from.value());
         auto b = policy_->get(*to.value());
-        if (!a) return as_invalid(a.error());
-        if (!b) return as_invalid(b.error());
+        if (!a) return a.error();
+        if (!b) return b.error();
         return json{{"from", *from.value()}, {"to", *to.value()}, {"diff", diff_policies(a.value(), b.value())}};
     });
 }

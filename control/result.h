@@ -10,9 +10,24 @@
 
 namespace sluice {
 
+// What kind of failure an Error is; the control protocol carries it as the
+// error's "code" (control_protocol.h has the wire names).
+enum class ErrorCode {
+    bad_request,        // not JSON, not an object, or a missing/ill-typed id, verb or args
+    unknown_verb,       // no handler for the verb
+    too_large,          // a line over the request size limit; the server then closes the connection
+    timeout,            // a request left half-sent past the idle timeout; the server then closes
+    permission_denied,  // the peer failed the SO_PEERCRED check; the server then closes
+    conflict,           // a compare-and-swap lost (handlers)
+    invalid,            // well-formed request, unacceptable input such as a policy error (the default)
+    internal,           // the server failed; not the client's fault
+    unreachable,        // client side only: the request got no answer (not running, timeout, hang-up)
+};
+
 struct Error {
     std::string message;    // what is wrong and where, for a human
     std::string setting{};  // the input key that is wrong ("rate", "burst", ...), when one is
+    ErrorCode code = ErrorCode::invalid;
 };
 
 template <class T>

@@ -494,13 +494,13 @@ TEST(SluicectlOutput, TopRanksSourcesWithTheirShareOfAllDrops) {
 // ---- end to end against a control socket -----------------------------------
 
 TEST(SluicectlExit, CodesFollowTheSpec) {
-    EXPECT_EQ(exit_status_for(ControlErrorCode::invalid), 1);
-    EXPECT_EQ(exit_status_for(ControlErrorCode::internal), 1);
-    EXPECT_EQ(exit_status_for(ControlErrorCode::unknown_verb), 1);
-    EXPECT_EQ(exit_status_for(ControlErrorCode::too_large), 1);
-    EXPECT_EQ(exit_status_for(ControlErrorCode::timeout), 3);
-    EXPECT_EQ(exit_status_for(ControlErrorCode::permission_denied), 4);
-    EXPECT_EQ(exit_status_for(ControlErrorCode::conflict), 5);
+    EXPECT_EQ(exit_status_for(ErrorCode::invalid), 1);
+    EXPECT_EQ(exit_status_for(ErrorCode::internal), 1);
+    EXPECT_EQ(exit_status_for(ErrorCode::unknown_verb), 1);
+    EXPECT_EQ(exit_status_for(ErrorCode::too_large), 1);
+    EXPECT_EQ(exit_status_for(ErrorCode::timeout), 3);
+    EXPECT_EQ(exit_status_for(ErrorCode::permission_denied), 4);
+    EXPECT_EQ(exit_status_for(ErrorCode::conflict), 5);
 }
 
 class SluicectlRun : public ::testing::Test {
@@ -543,12 +543,12 @@ class SluicectlRun : public ::testing::Test {
             const std::string text = args.value("text", "");
             if (text.find("rate = -1") != std::string::npos) {
                 return control_error(
-                    ControlErrorCode::invalid,
+                    ErrorCode::invalid,
                     args.value("path", "") + ":3:8: class \"web\".per_source.rate: rate must be at least 1",
                     "class \"web\".per_source.rate");
             }
             if (args.contains("if_version") && args["if_version"] != 7) {
-                return control_error(ControlErrorCode::conflict,
+                return control_error(ErrorCode::conflict,
                                      "current version is 7, not " + args["if_version"].dump());
             }
             return json{{"version", 8},
@@ -557,7 +557,7 @@ class SluicectlRun : public ::testing::Test {
                         {"applied", !args.value("dry_run", false)},
                         {"diff", "-a\n+b\n"}};
         });
-        server_->handle("policy.show", recorded("policy.show", control_error(ControlErrorCode::internal,
+        server_->handle("policy.show", recorded("policy.show", control_error(ErrorCode::internal,
                                                                              "cannot read version 3: disk on fire")));
         thread_ = std::thread([server = server_.get()] {
             while (!server->stopped()) {
@@ -841,7 +841,7 @@ TEST_F(SluicectlRun, WatchEndsWithThreeWhenTheDaemonGoesAway) {
 }
 
 TEST_F(SluicectlRun, WatchStopsAtTheFirstRefusal) {
-    answers_.emplace("top", control_error(ControlErrorCode::bad_request, "argument \"n\" must be in 1..1000", "n"));
+    answers_.emplace("top", control_error(ErrorCode::bad_request, "argument \"n\" must be in 1..1000", "n"));
     start();
     const Outcome refused = run({"--json", "top", "--watch", "--interval", "0.1"});
     EXPECT_EQ(refused.status, 1);
