@@ -18,26 +18,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// --help lists every command with one line each.
-struct CommandHelp {
-    std::string_view synopsis;
-    std::string_view what;
-};
-constexpr CommandHelp kCommandHelp[] = {
-    {"status", "daemon, policy, interfaces, unprotected UP links"},
-    {"attach IFNAME [--mode native|generic]", "enforce the policy on IFNAME (default: native)"},
-    {"detach IFNAME", "stop enforcing on IFNAME and remove its pins"},
-    {"policy push FILE|- [--if-version N] [--dry-run]", "validate and apply a policy (- reads stdin)"},
-    {"policy show [N] [--source]", "current or N, canonical; --source: as pushed"},
-    {"policy history", "every version, oldest first; * marks the current"},
-    {"policy rollback [--to N] [--dry-run]", "apply version N again (default: the previous one)"},
-    {"policy diff A B", "what changed from version A to version B"},
-    {"stats [--watch] [--interval S] [--count K]", "pass/drop rates by interface, class; ns/decision"},
-    {"top [-n N] [--watch] [--interval S] [--count K]", "the N sources dropped most (default 20)"},
-};
-
-constexpr std::string_view kCommandList = "status, attach, detach, policy, stats, top";
-constexpr std::string_view kPolicyVerbList = "push, show, history, rollback, diff";
 constexpr std::string_view kGlobalOptionList = "--socket PATH, --json, --timeout MS, --help, --version";
 // An upper bound that keeps milliseconds inside int for poll().
 constexpr std::uint64_t kMaxTimeoutMs = 24ULL * 60 * 60 * 1000;
@@ -200,9 +180,12 @@ std::string version_arg(std::string_view what, std::string_view text, const char
     return {};
 }
 
-// Fills `invocation` for one command ("status", "policy push"...); returns
-// the usage error, if any.
-std::string parse_known_command(std::string_view command, std::span<const std::string> rest, Invocation& invocation) {
+// Fills `invocation` for one verb's command line; returns the usage error, if
+// any.
+std::string parse_known_command(Verb verb, std::span<const std::string> rest, Invocation& invocation) {
+    const std::string_view command = command_of(verb);
+    invocation.command = verb;
+    invocation.verb = std::string(spec_of(verb).wire);
     const CommandArgs split = split_command_args(command, rest, options_of(command));
     if (split.help) {
         invocation.action = Invocation::Action::help;
@@ -211,17 +194,13 @@ std::string parse_known_command(std::string_view command, std::span<const std::s
     if (!split.error.empty()) return split.error;
     const std::vector<std::string>& positionals = split.positionals;
 
-    if (command == "status" || command == "policy history") {
-        invocation.command = command == "status" ? Command::status : Command::policy_history;
-        invocation.verb = command == "status" ? "status" : "policy.history";
+    if (verb == Verb::status || verb == Verb::policy_history) {
         return check_positionals(command, split, {});
     }
-    if (command == "stats" || command == "top") {
-        invocation.command = command == "stats" ? Command::stats : Command::top;
-        invocation.verb = std::string(command);
+    if (verb == Verb::stats || verb == Verb::top) {
         if (auto error = check_positionals(command, split, {}); !error.empty()) return error;
         if (auto error = watch_options(command, split, invocation); !error.empty()) return error;
-        if (command == "stats") return {};
+        if (verb == Verb::stats) return {};
         // Always sent, so what is asked for does not depend on sluiced's default.
         std::uint64_t n = kDefaultTopSources;
         if (const auto given = split.options.find("-n"); given != split.options.end()) {
@@ -233,9 +212,7 @@ std::string parse_known_command(std::string_view command, std::span<const std::s
         invocation.args["n"] = n;
         return {};
     }
-    if (command == "attach" || command == "detach") {
-        invocation.command = command == "attach" ? Command::attach : Command::detach;
-        invocation.verb = std::string(command);
+    if (verb == Verb::attach || verb == Verb::detach) {
         if (auto error = check_positionals(command, split, {"IFNAME"}); !error.empty()) return error;
         invocation.args["interface"] = positionals[0];
         if (const auto mode = split.options.find("--mode"); mode != split.options.end()) {
@@ -246,9 +223,7 @@ std::string parse_known_command(std::string_view command, std::span<const std::s
         }
         return {};
     }
-    if (command == "policy push") {
-        invocation.command = Command::policy_push;
-        invocation.verb = "policy.push";
+    if (verb == Verb::policy_push) {
         if (auto error = check_positionals(command, split, {"FILE"}); !error.empty()) return error;
         invocation.policy_file = positionals[0];
         invocation.dry_run = split.has("--dry-run");
@@ -259,17 +234,13 @@ std::string parse_known_command(std::string_view command, std::span<const std::s
         if (if_version == split.options.end()) return {};
         return version_arg("--if-version", if_version->second, "if_version", invocation);
     }
-    if (command == "policy show") {
-        invocation.command = Command::policy_show;
-        invocation.verb = "policy.show";
+    if (verb == Verb::policy_show) {
         invocation.show_source = split.has("--source");
         if (auto error = check_positionals(command, split, {}, 1); !error.empty()) return error;
         if (positionals.empty()) return {};
         return version_arg("policy show: N", positionals[0], "version", invocation);
     }
-    if (command == "policy rollback") {
-        invocation.command = Command::policy_rollback;
-        invocation.verb = "policy.rollback";
+    if (verb == Verb::policy_rollback) {
         if (auto error = check_positionals(command, split, {}); !error.empty()) return error;
         invocation.dry_run = split.has("--dry-run");
         invocation.args["dry_run"] = invocation.dry_run;
@@ -277,51 +248,72 @@ std::string parse_known_command(std::string_view command, std::span<const std::s
         if (to == split.options.end()) return {};
         return version_arg("--to", to->second, "to", invocation);
     }
-    // policy diff, the last one parse_command lets through.
-    invocation.command = Command::policy_diff;
-    invocation.verb = "policy.diff";
+    // policy diff, the last one.
     if (auto error = check_positionals(command, split, {"A", "B"}); !error.empty()) return error;
     if (auto error = version_arg("policy diff: A", positionals[0], "from", invocation); !error.empty()) return error;
     return version_arg("policy diff: B", positionals[1], "to", invocation);
 }
 
+// "status, attach, detach, policy, stats, top": the first word of every
+// command, and "push, show, ...": the second word of policy's.
+std::string command_words(std::string_view first_word = {}) {
+    std::string list;
+    for (const VerbSpec& spec : kVerbs) {
+        std::string_view command = command_of(spec.verb);
+        const std::size_t space = command.find(' ');
+        std::string_view word = command.substr(0, space);
+        if (!first_word.empty()) {
+            if (word != first_word || space == std::string_view::npos) continue;
+            word = command.substr(space + 1);
+        }
+        if (list.find(word) == std::string::npos) list += (list.empty() ? "" : ", ") + std::string(word);
+    }
+    return list;
+}
+
+std::optional<Verb> verb_of_command(std::string_view command) {
+    for (const VerbSpec& spec : kVerbs)
+        if (command_of(spec.verb) == command) return spec.verb;
+    return std::nullopt;
+}
+
 // Dispatches COMMAND (and policy's verb) so that only real names reach
 // parse_known_command: "policy push" is two arguments, never one.
 std::string parse_command(std::string_view command, std::span<const std::string> rest, Invocation& invocation) {
-    if (command == "status" || command == "stats" || command == "top" || command == "attach" || command == "detach") {
-        return parse_known_command(command, rest, invocation);
-    }
     if (command != "policy") {
-        return "unknown command " + in_quotes(command) + " (commands: " + std::string(kCommandList) +
+        if (const auto verb = verb_of_command(command)) return parse_known_command(*verb, rest, invocation);
+        return "unknown command " + in_quotes(command) + " (commands: " + command_words() +
                "; sluicectl --help lists them)";
     }
-    if (rest.empty()) return "policy: missing what to do (" + std::string(kPolicyVerbList) + ")";
+    if (rest.empty()) return "policy: missing what to do (" + command_words("policy") + ")";
     const std::string_view verb = rest[0];
     if (verb == "-h" || verb == "--help") {
         invocation.action = Invocation::Action::help;
         return {};
     }
-    if (verb == "push" || verb == "show" || verb == "history" || verb == "rollback" || verb == "diff") {
-        return parse_known_command("policy " + rest[0], rest.subspan(1), invocation);
-    }
-    return "policy: unknown verb " + in_quotes(verb) + " (" + std::string(kPolicyVerbList) + ")";
+    if (const auto known = verb_of_command("policy " + rest[0]))
+        return parse_known_command(*known, rest.subspan(1), invocation);
+    return "policy: unknown verb " + in_quotes(verb) + " (" + command_words("policy") + ")";
 }
 
 }  // namespace
 
 std::string usage_text() {
     std::size_t width = 0;
-    for (const CommandHelp& help : kCommandHelp) width = std::max(width, help.synopsis.size());
+    for (const VerbSpec& spec : kVerbs) width = std::max(width, spec.synopsis.size());
     std::string text =
         "usage: sluicectl [--socket PATH] [--json] [--timeout MS] COMMAND ...\n"
         "\n"
         "Controls sluiced, the Sluice daemon, over its control socket.\n"
         "\n"
         "commands:\n";
-    for (const CommandHelp& help : kCommandHelp) {
-        text += "  " + std::string(help.synopsis) + std::string(width - help.synopsis.size() + 2, ' ') +
-                std::string(help.what) + "\n";
+    std::string changing;
+    for (const VerbSpec& spec : kVerbs) {
+        text += "  " + std::string(spec.synopsis) + std::string(width - spec.synopsis.size() + 2, ' ') +
+                std::string(spec.help) + "\n";
+        if (spec.changes_state) changing += (changing.empty() ? "" : ", ") + std::string(command_of(spec.verb));
     }
+    text += "\nchanging what sluiced enforces (logged with your uid): " + changing + "\n";
     text +=
         "\n"
         "options (before COMMAND):\n"
@@ -411,8 +403,7 @@ Invocation parse_command_line(const std::vector<std::string>& args, const char* 
         return invocation;
     }
     if (next == args.size()) {
-        invocation.usage_error =
-            "missing command (commands: " + std::string(kCommandList) + "; sluicectl --help lists them)";
+        invocation.usage_error = "missing command (commands: " + command_words() + "; sluicectl --help lists them)";
         return invocation;
     }
     const std::span<const std::string> rest(args.data() + next + 1, args.size() - next - 1);

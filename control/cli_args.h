@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "verbs.h"
+
 namespace sluice::cli {
 
 inline constexpr std::string_view kDefaultSocketPath = "/run/sluice/sluiced.sock";
@@ -29,19 +31,6 @@ inline constexpr double kMaxWatchIntervalS = 3600.0;
 // The usage text --help prints: every command with one line each, the
 // options and the exit codes.
 std::string usage_text();
-
-enum class Command {
-    status,
-    attach,
-    detach,
-    policy_push,
-    policy_show,
-    policy_history,
-    policy_rollback,
-    policy_diff,
-    stats,
-    top,
-};
 
 struct GlobalOptions {
     std::string socket_path;
@@ -59,7 +48,7 @@ struct Invocation {
     // --json still shapes the error.
     std::string usage_error;
 
-    Command command = Command::status;
+    Verb command = Verb::status;
     std::string verb;                                // the protocol verb, "policy.push"...
     nlohmann::json args = nlohmann::json::object();  // its args; policy push adds "text" after reading
     std::string policy_file;                         // policy push: FILE as given, "-" for stdin

@@ -413,26 +413,28 @@ std::string format_top(const json& result) {
     return text;
 }
 
+// One formatter per verb: the switch has no default, so the build (-Wswitch,
+// an error) names a verb added to kVerbs without one.
 Result<std::string> format_result(const Invocation& invocation, const json& result) {
     switch (invocation.command) {
-        case Command::status:
+        case Verb::status:
             return format_status(result);
-        case Command::attach:
+        case Verb::attach:
             return format_attach(result);
-        case Command::detach:
+        case Verb::detach:
             return format_detach(result);
-        case Command::policy_push:
-        case Command::policy_rollback:
+        case Verb::policy_push:
+        case Verb::policy_rollback:
             return format_push(result, invocation.dry_run);
-        case Command::policy_show:
+        case Verb::policy_show:
             return format_policy_show(result, invocation.show_source);
-        case Command::policy_history:
+        case Verb::policy_history:
             return format_history(result);
-        case Command::policy_diff:
+        case Verb::policy_diff:
             return format_diff(result);
-        case Command::stats:
+        case Verb::stats:
             return format_stats(result);
-        case Command::top:
+        case Verb::top:
             return format_top(result);
     }
     return Error{"no output format for verb " + invocation.verb};

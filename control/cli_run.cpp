@@ -226,7 +226,7 @@ int run_sluicectl(const std::vector<std::string>& args, const char* socket_env, 
     }
     if (!invocation.ok()) return report({kExitUsage, "usage", invocation.usage_error, ""}, as_json, out, err);
 
-    if (invocation.command == Command::policy_push) {
+    if (invocation.command == Verb::policy_push) {
         Result<std::string> text = read_policy(invocation.policy_file, in);
         if (!text.ok()) return report({kExitRefused, "invalid", text.error().message, ""}, as_json, out, err);
         invocation.args["text"] = std::move(text.value());

@@ -278,7 +278,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config, uint32_t cpu
     auto policy = std::make_unique<PolicyService>(std::move(store.value()), PolicyLoadOptions{cpus});
     std::unique_ptr<Daemon> daemon(
         new Daemon(std::move(config), std::move(policy), std::move(server.value()), fixed_ports));
-    daemon->register_handlers();
+    if (Status served = daemon->register_handlers(); !served) return served.error();
     return daemon;
 }
 
@@ -735,12 +735,32 @@ Result<json> Daemon::top_json(const json& args) {
                 {"sources", std::move(sources)}};
 }
 
-void Daemon::register_handlers() {
-    server_.handle("top", [this](const json& args, const Peer&) { return top_json(args); });
-    server_.handle("status", [this](const json&, const Peer&) { return status_json(); });
-    server_.handle("stats", [this](const json&, const Peer&) { return stats_json(); });
+void Daemon::serve(Verb verb, Handler handler) {
+    const VerbSpec& spec = spec_of(verb);
+    served_[static_cast<size_t>(verb)] = true;
+    if (!spec.changes_state) {
+        server_.handle(std::string(spec.wire), std::move(handler));
+        return;
+    }
+    // Who changed what the daemon enforces, in the log, whatever the outcome.
+    server_.handle(std::string(spec.wire),
+                   [this, &spec, handler = std::move(handler)](const json& args, const Peer& peer) {
+                       json shown = args;
+                       if (shown.is_object()) shown.erase("text");  // a policy's text is in the version store
+                       log(LogLevel::info, std::string(spec.wire) + " requested",
+                           {{"peer_uid", std::to_string(peer.uid)},
+                            {"peer_pid", std::to_string(peer.pid)},
+                            {"args", shown.dump(-1, ' ', false, json::error_handler_t::replace)}});
+                       return handler(args, peer);
+                   });
+}
 
-    server_.handle("attach", [this](const json& args, const Peer& peer) -> Result<json> {
+Status Daemon::register_handlers() {
+    serve(Verb::top, [this](const json& args, const Peer&) { return top_json(args); });
+    serve(Verb::status, [this](const json&, const Peer&) { return status_json(); });
+    serve(Verb::stats, [this](const json&, const Peer&) { return stats_json(); });
+
+    serve(Verb::attach, [this](const json& args, const Peer&) -> Result<json> {
         if (fixed_ports_) return fixed_ports_error("attach");
         auto name = string_arg(args, "interface");
         auto mode_name = string_arg(args, "mode", std::string("native"));
@@ -748,7 +768,6 @@ void Daemon::register_handlers() {
         if (!mode_name) return mode_name.error();
         auto mode = parse_xdp_mode(mode_name.value());
         if (!mode) return mode.error();
-        log(LogLevel::info, "attach requested", {{"interface", name.value()}, {"peer_uid", std::to_string(peer.uid)}});
         if (auto status = attach_interface(name.value(), mode.value()); !status) return status.error();
         const Interface& interface = *interfaces_.at(name.value());
         auto version = interface.dataplane->active_version();
@@ -758,16 +777,15 @@ void Daemon::register_handlers() {
                     {"active_version", version ? version.value() : 0}};
     });
 
-    server_.handle("detach", [this](const json& args, const Peer& peer) -> Result<json> {
+    serve(Verb::detach, [this](const json& args, const Peer&) -> Result<json> {
         if (fixed_ports_) return fixed_ports_error("detach");
         auto name = string_arg(args, "interface");
         if (!name) return name.error();
-        log(LogLevel::info, "detach requested", {{"interface", name.value()}, {"peer_uid", std::to_string(peer.uid)}});
         if (auto status = detach_interface(name.value()); !status) return status.error();
         return json{{"interface", name.value()}};
     });
 
-    server_.handle("policy.push", [this](const json& args, const Peer& peer) -> Result<json> {
+    serve(Verb::policy_push, [this](const json& args, const Peer& peer) -> Result<json> {
         auto text = string_arg(args, "text");
         auto path = string_arg(args, "path", std::string("<pushed policy>"));
         auto if_version = uint_arg(args, "if_version");
@@ -804,7 +822,7 @@ void Daemon::register_handlers() {
         return push_json(pushed.value());
     });
 
-    server_.handle("policy.rollback", [this](const json& args, const Peer&) -> Result<json> {
+    serve(Verb::policy_rollback, [this](const json& args, const Peer&) -> Result<json> {
         auto to = uint_arg(args, "to");
         auto dry_run = bool_arg(args, "dry_run");
         if (!to) return to.error();
@@ -819,7 +837,7 @@ void Daemon::register_handlers() {
         return push_json(pushed.value());
     });
 
-    server_.handle("policy.show", [this](const json& args, const Peer&) -> Result<json> {
+    serve(Verb::policy_show, [this](const json& args, const Peer&) -> Result<json> {
         auto wanted = uint_arg(args, "version");
         if (!wanted) return wanted.error();
         PolicyVersion version;
@@ -839,14 +857,14 @@ void Daemon::register_handlers() {
         return result;
     });
 
-    server_.handle("policy.history", [this](const json&, const Peer&) -> Result<json> {
+    serve(Verb::policy_history, [this](const json&, const Peer&) -> Result<json> {
         json versions = json::array();
         for (const PolicyVersion& version : policy_->history()) versions.push_back(version_summary(version));
         const auto current = policy_->current();
         return json{{"current", current ? json(current->version) : json(nullptr)}, {"versions", std::move(versions)}};
     });
 
-    server_.handle("policy.diff", [this](const json& args, const Peer&) -> Result<json> {
+    serve(Verb::policy_diff, [this](const json& args, const Peer&) -> Result<json> {
         auto from = uint_arg(args, "from");
         auto to = uint_arg(args, "to");
         if (!from) return from.error();
@@ -859,6 +877,11 @@ void Daemon::register_handlers() {
         if (!b) return b.error();
         return json{{"from", *from.value()}, {"to", *to.value()}, {"diff", diff_policies(a.value(), b.value())}};
     });
+    for (const VerbSpec& spec : kVerbs)
+        if (!served_[static_cast<size_t>(spec.verb)])
+            return Error{
+                "internal: sluiced has no handler for the verb " + std::string(spec.wire), {}, ErrorCode::internal};
+    return ok_status();
 }
 
 }  // namespace sluice

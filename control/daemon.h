@@ -33,6 +33,7 @@
 #include "metrics.h"
 #include "policy_service.h"
 #include "result.h"
+#include "verbs.h"
 #include "xdp_dataplane.h"
 
 namespace sluice {
@@ -124,7 +125,11 @@ class Daemon {
     void publish_metrics();
     void count_push(bool accepted);
     void count_sources();
-    void register_handlers();
+    // Serves `verb` (verbs.h) with `handler`; a verb that changes state is
+    // logged with the peer first.
+    void serve(Verb verb, Handler handler);
+    // Every verb of kVerbs, or an error naming the one without a handler.
+    Status register_handlers();
 
     Result<nlohmann::json> status_json();
     Result<nlohmann::json> stats_json();
@@ -147,6 +152,7 @@ class Daemon {
     UniqueFd bpf_stats_;
     std::unique_ptr<MetricsEndpoint> metrics_;
     uint64_t pushes_accepted_ = 0, pushes_rejected_ = 0;
+    std::array<bool, kVerbCount> served_{};
 };
 
 // Routes SIGTERM and SIGINT to signals.stop and SIGHUP to signals.reload,

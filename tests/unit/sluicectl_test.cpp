@@ -147,7 +147,7 @@ TEST(SluicectlArgs, UsageErrorsSayWhatIsWrong) {
 TEST(SluicectlArgs, TopTakesOneToAThousandSources) {
     EXPECT_EQ(parse({"top", "-n", "1"}).args, (json{{"n", 1}}));
     EXPECT_EQ(parse({"top", "-n", "1000"}).args, (json{{"n", 1000}}));
-    EXPECT_EQ(parse({"top"}).command, Command::top);
+    EXPECT_EQ(parse({"top"}).command, Verb::top);
     const std::pair<std::vector<std::string>, std::string> cases[] = {
         {{"top", "-n", "0"}, "-n: 0 is not in 1..1000"},
         {{"top", "-n", "1001"}, "-n: 1001 is not in 1..1000"},
@@ -214,6 +214,24 @@ TEST(SluicectlArgs, HelpAndVersionWinAnywhere) {
     EXPECT_EQ(parse({"policy", "--help"}).action, Invocation::Action::help);
     EXPECT_EQ(parse({"top", "--watch", "-h"}).action, Invocation::Action::help);
     EXPECT_EQ(parse({"--version"}).action, Invocation::Action::version);
+}
+
+// verbs.h declares every verb once; sluicectl knows each by its command and
+// sends it under its wire name.
+TEST(SluicectlArgs, EveryDeclaredVerbIsACommand) {
+    for (const VerbSpec& spec : kVerbs) {
+        EXPECT_EQ(verb_named(spec.wire), spec.verb) << spec.wire;
+        const std::string command(command_of(spec.verb));
+        std::vector<std::string> args;
+        for (std::size_t at = 0, space = 0; space != std::string::npos; at = space + 1) {
+            space = command.find(' ', at);
+            args.push_back(command.substr(at, space - at));
+        }
+        const Invocation parsed = parse(args);
+        EXPECT_EQ(parsed.usage_error.find("unknown"), std::string::npos) << command << ": " << parsed.usage_error;
+        EXPECT_EQ(parsed.command, spec.verb) << command;
+        EXPECT_EQ(parsed.verb, spec.wire) << command;
+    }
 }
 
 TEST(SluicectlArgs, UsageListsEveryCommandOnOneLine) {
@@ -548,8 +566,7 @@ class SluicectlRun : public ::testing::Test {
                     "class \"web\".per_source.rate");
             }
             if (args.contains("if_version") && args["if_version"] != 7) {
-                return control_error(ErrorCode::conflict,
-                                     "current version is 7, not " + args["if_version"].dump());
+                return control_error(ErrorCode::conflict, "current version is 7, not " + args["if_version"].dump());
             }
             return json{{"version", 8},
                         {"sha256", "fedcba9876543210"},
