@@ -38,8 +38,8 @@
 #include <thread>
 #include <vector>
 
-#include "control/result.h"
-#include "control/unique_fd.h"
+#include "control/lib/result.h"
+#include "control/lib/unique_fd.h"
 #include "tests/tools/traffic_flows.h"
 
 namespace sluice::traffic {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "control/result.h"
+#include "control/lib/result.h"
 
 namespace sluice::traffic {
 

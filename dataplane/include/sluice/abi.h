@@ -40,7 +40,7 @@ SLUICE_STATIC_ASSERT(SLUICE_BURST_MAX * SLUICE_NANO <= (0xffffffffffffffffULL - 
                      "tokens plus a full refill must fit in 64 bits");
 
 /* ---- outcomes: one list, expanded for BPF, C++, CLI and metrics -------------
- * X(ID, label, help). The label is the metric/CLI spelling (control/labels.h);
+ * X(ID, label, help). The label is the metric/CLI spelling (control/lib/labels.h);
  * never reorder: the position is the counter index in pinned maps. SHAPED
  * (pass), QUEUE_FULL and DEADLINE (drop) come only from sluice-dpdk's shaping
  * queue. */
@@ -115,7 +115,7 @@ enum sluice_table_full {
 
 /* ---- bucket state ----------------------------------------------------------
  * The precomputed form of one human limit. Only the control plane builds it
- * (control/rate_limits.h), after validating against the maxima above. */
+ * (control/lib/rate_limits.h), after validating against the maxima above. */
 struct sluice_limit {
 	__u64 rate_per_s; /* refill, units per second == nano-units per ns */
 	__u64 burst_nano; /* capacity, burst * 10^9 */

@@ -15,7 +15,7 @@
  * Fast path only: no clock reads (`now` is always an argument), no division
  * but one on the refused path of lease mode (sluice_lease_back_off),
  * no locks (the caller holds the shared bucket's lock where one is needed).
- * The control plane (control/rate_limits.h) validates human limits and builds the
+ * The control plane (control/lib/rate_limits.h) validates human limits and builds the
  * struct sluice_limit these functions trust.
  *
  * Guarantees, for one bucket with rate r and burst b:

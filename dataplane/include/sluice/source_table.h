@@ -44,7 +44,7 @@
  * touches for 8.5 h would come round to look in debt again, so a free entry
  * unused for 2^43 ns (2.4 h) is emptied when a new source's scan meets it,
  * and by the control plane's survey of the table every few seconds
- * (survey_source_table in control/dataplane.h).
+ * (survey_source_table in control/lib/dataplane.h).
  *
  * Policy changes. Debt is time, and time is worth more packets under a lower
  * rate: each entry records the generation of its class's per-source limit

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// Layer: control/lib, the control library. Includes the core and its own
+// folder only (no libbpf, no DPDK, nothing of xdp/, daemon/ or cli/).
 // What the control plane drives: one enforcement point (XDP or DPDK) that
 // runs one policy version at a time. PolicyService works through Dataplane so
 // its push/rollback logic is the same for every dataplane and can be tested
@@ -62,6 +64,9 @@ inline SourceTableUsage survey_source_table(sluice_source_set* sets, uint32_t se
     }
     return usage;
 }
+
+// Failed syscalls of a kernel dataplane (XDP), counted by what they were for.
+enum class SyscallOp : uint8_t { load, map_lookup, map_update, map_delete, link, pin, ring_buffer, count };
 
 // Cumulative time spent deciding and decisions made (XDP: the kernel's BPF run-time statistics).
 struct DecisionCost {

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// Layer: control/cli, sluicectl. Sees control/lib only: it reaches any
+// daemon through the control socket.
 // sluicectl end to end, minus the process: parse the command line, read the
 // policy file, call sluiced, print the result, return the exit status.
 // Streams and $SLUICE_SOCKET are parameters so tests drive it against a real

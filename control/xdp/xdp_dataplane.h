@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// Layer: control/xdp, the only layer that includes libbpf (in its .cpp
+// files). Sees control/lib and the core.
 // The XDP dataplane: owns the loaded ebpf/sluice.bpf.c (through its bpftool
 // skeleton), writes policy versions into the inactive slot and flips, reads
 // counters and drop events, attaches to interfaces through bpf_links, and
@@ -45,9 +47,6 @@ struct XdpOptions {
     // (BPF_ENABLE_STATS); without it decision_cost() reads 0.
     bool run_time_stats = false;
 };
-
-// Failed syscalls, counted by what they were for.
-enum class SyscallOp : uint8_t { load, map_lookup, map_update, map_delete, link, pin, ring_buffer, count };
 
 class XdpDataplane : public EnforcementPoint {
   public:

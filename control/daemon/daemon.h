@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Layer: control/daemon. Sees control/xdp, control/lib and the core.
 // sluiced: owns one XdpDataplane per attached interface (pinned under
 // <bpffs_dir>/<ifname>/), the policy versions (PolicyService over the
 // VersionStore) and the control socket, and serves the verbs sluicectl uses

@@ -27,7 +27,6 @@
 #include "hot_sources.h"
 #include "result.h"
 #include "sluice/abi.h"
-#include "xdp_dataplane.h"
 
 namespace prometheus {
 class Exposer;
