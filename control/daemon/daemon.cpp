@@ -1,17 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "daemon.h"
 
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include <grp.h>
 #include <linux/if_link.h>
-#include <linux/magic.h>
 #include <net/if.h>
 #include <signal.h>
 #include <sys/ioctl.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
-#include <sys/statfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -26,6 +21,7 @@
 #include "clock.h"
 #include "labels.h"
 #include "logger.h"
+#include "xdp_host.h"
 
 namespace sluice {
 namespace {
@@ -35,24 +31,9 @@ using json = nlohmann::json;
 constexpr int kPollTimeoutMs = 250;
 constexpr auto kSampleInterval = std::chrono::seconds(1);
 constexpr auto kCountInterval = std::chrono::seconds(10);
-constexpr std::string_view kBpffsRoot = "/sys/fs/bpf";
 constexpr std::string_view kUnclassified = "unclassified";
 
-// The source table in status and stats: occupancy is the share in debt.
-json sources_json(const SourceTableUsage& usage) {
-    return json{
-        {"capacity", usage.capacity},
-        {"in_debt", usage.in_debt},
-        {"known", usage.known},
-        {"occupancy", usage.capacity ? static_cast<double>(usage.in_debt) / static_cast<double>(usage.capacity) : 0.0}};
-}
-
 double monotonic_s() { return static_cast<double>(monotonic_ns()) / 1e9; }
-
-bool on_bpffs(const std::string& path) {
-    struct statfs fs {};
-    return statfs(path.c_str(), &fs) == 0 && static_cast<unsigned long>(fs.f_type) == BPF_FS_MAGIC;
-}
 
 Result<std::string> read_text_file(const std::string& path) {
     std::ifstream file(path);
@@ -64,75 +45,6 @@ Result<std::string> read_text_file(const std::string& path) {
 }
 
 // Argument readers: a missing required or ill-typed argument is bad_request.
-Result<std::string> string_arg(const json& args, const char* key, std::optional<std::string> fallback = {}) {
-    const auto it = args.find(key);
-    if (it == args.end() || it->is_null()) {
-        if (fallback) return *fallback;
-        return control_error(ErrorCode::bad_request, std::string("missing argument \"") + key + "\"", key);
-    }
-    if (!it->is_string())
-        return control_error(ErrorCode::bad_request, std::string("argument \"") + key + "\" must be a string", key);
-    return it->get<std::string>();
-}
-
-Result<std::optional<uint64_t>> uint_arg(const json& args, const char* key) {
-    const auto it = args.find(key);
-    if (it == args.end() || it->is_null()) return std::optional<uint64_t>{};
-    if (!it->is_number_unsigned())
-        return control_error(ErrorCode::bad_request,
-                             std::string("argument \"") + key + "\" must be a non-negative integer", key);
-    return std::optional<uint64_t>(it->get<uint64_t>());
-}
-
-Result<bool> bool_arg(const json& args, const char* key) {
-    const auto it = args.find(key);
-    if (it == args.end() || it->is_null()) return false;
-    if (!it->is_boolean())
-        return control_error(ErrorCode::bad_request, std::string("argument \"") + key + "\" must be true or false",
-                             key);
-    return it->get<bool>();
-}
-
-json version_summary(const PolicyVersion& version) {
-    return {{"version", version.version},
-            {"sha256", version.sha256},
-            {"origin", version.origin},
-            {"applied_unix_s", version.applied_unix_s}};
-}
-
-json push_json(const PushOutcome& outcome) {
-    json result = version_summary(outcome.version);
-    result["applied"] = outcome.applied;
-    result["diff"] = outcome.diff;
-    return result;
-}
-
-// A failure of the daemon itself, not of the request.
-Error as_internal(Error error) {
-    error.code = ErrorCode::internal;
-    return error;
-}
-
-// sluice-dpdk takes its ports on the command line; the control socket cannot change them.
-Error fixed_ports_error(const std::string& verb) {
-    return control_error(ErrorCode::invalid,
-                         verb +
-                             " is not available here: sluice-dpdk's ports are fixed when the appliance starts "
-                             "(give them on its command line)",
-                         "interface");
-}
-
-// The XDP mode our program runs in on `ifindex`, from the kernel.
-XdpMode attached_mode(int ifindex, int program_fd) {
-    LIBBPF_OPTS(bpf_xdp_query_opts, query);
-    bpf_prog_info info{};
-    __u32 length = sizeof(info);
-    if (bpf_xdp_query(ifindex, 0, &query) == 0 && bpf_obj_get_info_by_fd(program_fd, &info, &length) == 0 &&
-        query.skb_prog_id == info.id)
-        return XdpMode::generic;
-    return XdpMode::native;
-}
-
 }  // namespace
 
 namespace {
@@ -173,28 +85,6 @@ void notify_systemd(const std::string& state) {
         log(LogLevel::warn, "cannot notify systemd", {{"state", state}, {"error", std::strerror(errno)}});
 }
 
-Status prepare_bpffs_dir(const std::string& dir) {
-    // The first existing ancestor tells which filesystem `dir` will be on.
-    std::filesystem::path existing(dir);
-    while (!existing.empty() && existing != existing.root_path() && !std::filesystem::exists(existing))
-        existing = existing.parent_path();
-    if (!on_bpffs(existing)) {
-        const bool under_root = dir.rfind(std::string(kBpffsRoot) + "/", 0) == 0;
-        if (!under_root)
-            return Error{"bpffs_dir " + dir +
-                         " is not on a bpf filesystem: mount one there (mount -t bpf bpf DIR) "
-                         "or use a directory under /sys/fs/bpf"};
-        if (mount("bpffs", std::string(kBpffsRoot).c_str(), "bpf", 0, "mode=0700") != 0)
-            return Error{errno_message("mounting bpffs on /sys/fs/bpf for bpffs_dir " + dir, errno)};
-        log(LogLevel::info, "mounted bpffs", {{"path", std::string(kBpffsRoot)}});
-    }
-    std::error_code error;
-    std::filesystem::create_directories(dir, error);
-    if (error) return Error{"cannot create bpffs_dir " + dir + ": " + error.message()};
-    if (!on_bpffs(dir)) return Error{"bpffs_dir " + dir + " is not on a bpf filesystem"};
-    return ok_status();
-}
-
 Daemon::Daemon(DaemonConfig config, std::unique_ptr<PolicyService> policy, ControlServer server, bool fixed_ports)
     : config_(std::move(config)), fixed_ports_(fixed_ports), policy_(std::move(policy)), server_(std::move(server)) {
     started_unix_s_ = static_cast<int64_t>(std::time(nullptr));
@@ -208,13 +98,13 @@ Daemon::~Daemon() {
 Result<std::unique_ptr<Daemon>> Daemon::start(DaemonConfig config) {
     set_log_level(config.log_level);
     if (auto status = prepare_bpffs_dir(config.bpffs_dir); !status) return status.error();
-    const int cpus = libbpf_num_possible_cpus();
-    if (cpus <= 0) return Error{errno_message("counting possible CPUs", -cpus)};
-    auto created = create(std::move(config), static_cast<uint32_t>(cpus), false);
+    auto cpus = possible_cpus();
+    if (!cpus) return cpus.error();
+    auto created = create(std::move(config), cpus.value(), false);
     if (!created) return created.error();
     std::unique_ptr<Daemon> daemon = std::move(created.value());
 
-    daemon->bpf_stats_ = UniqueFd(bpf_enable_stats(BPF_STATS_RUN_TIME));
+    daemon->bpf_stats_ = enable_bpf_run_time_stats();
     if (daemon->bpf_stats_.get() < 0)
         log(LogLevel::warn, "BPF run-time statistics unavailable; decision cost will read 0",
             {{"error", std::strerror(errno)}});
@@ -577,311 +467,6 @@ std::vector<std::string> Daemon::unprotected_interfaces() const {
         if ((request.ifr_flags & IFF_UP) && !(request.ifr_flags & IFF_LOOPBACK)) names.emplace_back(it->if_name);
     }
     return names;
-}
-
-Result<json> Daemon::status_json() {
-    json interfaces = json::array();
-    for (const auto& [name, interface] : interfaces_) {
-        auto version = interface->dataplane->active_version();
-        auto sources = interface->dataplane->source_table();  // counted afresh: status is asked for by hand
-        if (!version) return as_internal(version.error());
-        if (!sources) return as_internal(sources.error());
-        json entry{{"name", name},
-                   {"kind", interface->dataplane->kind()},
-                   {"active_version", version.value()},
-                   {"sources", sources_json(sources.value())}};
-        if (interface->xdp) {
-            entry["ifindex"] = interface->xdp->ifindex;
-            entry["mode"] = xdp_mode_name(interface->xdp->mode);
-            entry["pin_dir"] = interface->xdp->pin_dir;
-        }
-        interfaces.push_back(std::move(entry));
-    }
-    const auto current = policy_->current();
-    const double uptime = std::chrono::duration<double>(Clock::now() - started_).count();
-    return json{{"daemon",
-                 {{"pid", getpid()},
-                  {"version", SLUICE_VERSION},
-                  {"started_unix_s", started_unix_s_},
-                  {"uptime_s", uptime},
-                  {"socket", config_.socket},
-                  {"state_dir", config_.state_dir},
-                  {"bpffs_dir", fixed_ports_ ? json(nullptr) : json(config_.bpffs_dir)}}},
-                {"policy", current ? version_summary(*current) : json(nullptr)},
-                {"interfaces", std::move(interfaces)},
-                {"unprotected", unprotected_interfaces()}};
-}
-
-Result<json> Daemon::stats_json() {
-    const auto names = class_names();
-    json interfaces = json::array();
-    double interval_s = 0;
-    for (const auto& [name, interface] : interfaces_) {
-        // Totals are read now; rates come from the two latest periodic samples.
-        auto counters = interface->dataplane->counters();
-        auto stats = interface->dataplane->stats();
-        auto version = interface->dataplane->active_version();
-        if (!counters) return as_internal(counters.error());
-        if (!stats) return as_internal(stats.error());
-        if (!version) return as_internal(version.error());
-        const bool have_rates = interface->previous && interface->latest;
-        const double dt =
-            have_rates ? std::chrono::duration<double>(interface->latest->at - interface->previous->at).count() : 0.0;
-        interval_s = std::max(interval_s, dt);
-        auto rate = [&](uint32_t index, bool bytes) {
-            if (!have_rates || dt <= 0) return 0.0;
-            const sluice_counter& now = interface->latest->counters[index];
-            const sluice_counter& then = interface->previous->counters[index];
-            const uint64_t delta = bytes ? now.bytes - then.bytes : now.packets - then.packets;
-            return static_cast<double>(delta) / dt;
-        };
-
-        json classes = json::array();
-        for (uint32_t id = 0; id < SLUICE_MAX_CLASSES; id++) {
-            json entry{{"id", id}};
-            uint64_t packets[SLUICE_VERDICT_COUNT] = {}, bytes[SLUICE_VERDICT_COUNT] = {};
-            double pps[SLUICE_VERDICT_COUNT] = {}, bps[SLUICE_VERDICT_COUNT] = {};
-            json by_reason[SLUICE_VERDICT_COUNT] = {json::object(), json::object()};
-            json drop_pps_by_reason = json::object();
-            for (uint32_t verdict = 0; verdict < SLUICE_VERDICT_COUNT; verdict++) {
-                for (uint32_t reason = 0; reason < SLUICE_REASON_COUNT; reason++) {
-                    const uint32_t index = sluice_counter_index(id, verdict, reason);
-                    const sluice_counter& counter = counters.value()[index];
-                    if (counter.packets == 0) continue;
-                    packets[verdict] += counter.packets;
-                    bytes[verdict] += counter.bytes;
-                    by_reason[verdict][std::string(reason_label(reason))] = counter.packets;
-                    pps[verdict] += rate(index, false);
-                    bps[verdict] += rate(index, true);
-                    if (verdict == SLUICE_VERDICT_DROP)
-                        drop_pps_by_reason[std::string(reason_label(reason))] = rate(index, false);
-                }
-            }
-            const auto named = names.find(id);
-            if (named == names.end() && packets[SLUICE_VERDICT_PASS] == 0 && packets[SLUICE_VERDICT_DROP] == 0)
-                continue;
-            entry["name"] = named != names.end() ? named->second : "class " + std::to_string(id) + " (removed)";
-            entry["pass_packets"] = packets[SLUICE_VERDICT_PASS];
-            entry["pass_bytes"] = bytes[SLUICE_VERDICT_PASS];
-            entry["drop_packets"] = packets[SLUICE_VERDICT_DROP];
-            entry["drop_bytes"] = bytes[SLUICE_VERDICT_DROP];
-            entry["pass_pps"] = pps[SLUICE_VERDICT_PASS];
-            entry["drop_pps"] = pps[SLUICE_VERDICT_DROP];
-            entry["pass_bps"] = bps[SLUICE_VERDICT_PASS];
-            entry["drop_bps"] = bps[SLUICE_VERDICT_DROP];
-            entry["passes_by_reason"] = std::move(by_reason[SLUICE_VERDICT_PASS]);
-            entry["drops_by_reason"] = std::move(by_reason[SLUICE_VERDICT_DROP]);
-            entry["drop_pps_by_reason"] = std::move(drop_pps_by_reason);
-            classes.push_back(std::move(entry));
-        }
-        json health = json::object();
-        for (uint32_t stat = 0; stat < SLUICE_STAT_COUNT; stat++)
-            health[std::string(stat_label(stat))] = stats.value()[stat];
-        double decision_ns = 0, decisions_per_second = 0;
-        if (have_rates && dt > 0) {
-            const uint64_t runs = interface->latest->cost.decisions - interface->previous->cost.decisions;
-            const uint64_t spent = interface->latest->cost.time_ns - interface->previous->cost.time_ns;
-            decisions_per_second = static_cast<double>(runs) / dt;
-            if (runs > 0) decision_ns = static_cast<double>(spent) / static_cast<double>(runs);
-        }
-        const bool cost_enabled = interface->dataplane->decision_cost_enabled();
-        interfaces.push_back({{"name", name},
-                              {"kind", interface->dataplane->kind()},
-                              {"active_version", version.value()},
-                              {"decision_cost_enabled", cost_enabled},
-                              {"bpf_stats_enabled", cost_enabled},  // its name before DPDK; kept for clients
-                              {"decision_ns", decision_ns},
-                              {"decisions_per_second", decisions_per_second},
-                              {"classes", std::move(classes)},
-                              {"sources", sources_json(interface->sources)},
-                              {"stats", std::move(health)}});
-    }
-    return json{{"interval_s", interval_s}, {"interfaces", std::move(interfaces)}};
-}
-
-Result<json> Daemon::top_json(const json& args) {
-    auto wanted = uint_arg(args, "n");
-    if (!wanted) return wanted.error();
-    const size_t n = wanted.value() ? static_cast<size_t>(*wanted.value()) : kDefaultTopSources;
-    if (n == 0 || n > kMaxTopSources)
-        return control_error(ErrorCode::bad_request, "argument \"n\" must be in 1.." + std::to_string(kMaxTopSources),
-                             "n");
-    const auto names = class_names();
-    const double now = monotonic_s();
-    double total_rate = 0, total_decayed = 0;
-    std::vector<std::pair<double, json>> ranked;  // by decayed drops, as each interface ranks
-    for (const auto& [name, interface] : interfaces_) {
-        total_rate += interface->hot_sources.total_drops_per_second(now);
-        total_decayed += interface->hot_sources.decayed_drops_total(now);
-        for (const HotSource& source : interface->hot_sources.top(n, now)) {
-            ranked.emplace_back(source.decayed_drops, json{{"interface", name},
-                                                           {"source", source_address(source.key)},
-                                                           {"class", class_label(names, source.key.class_id)},
-                                                           {"class_id", source.key.class_id},
-                                                           {"drops_per_second", source.drops_per_second},
-                                                           {"error_per_second", source.error_per_second}});
-        }
-    }
-    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    json sources = json::array();
-    for (auto& [decayed, entry] : ranked) {
-        if (sources.size() == n) break;
-        // The share of all (decayed) drops on every interface, not only the entry's own.
-        entry["share"] = total_decayed > 0 ? decayed / total_decayed : 0.0;
-        sources.push_back(std::move(entry));
-    }
-    return json{{"total_drops_per_second", total_rate},
-                {"tau_s", HotSources::kDefaultTauSeconds},
-                {"sources", std::move(sources)}};
-}
-
-void Daemon::serve(Verb verb, Handler handler) {
-    const VerbSpec& spec = spec_of(verb);
-    served_[static_cast<size_t>(verb)] = true;
-    if (!spec.changes_state) {
-        server_.handle(std::string(spec.wire), std::move(handler));
-        return;
-    }
-    // Who changed what the daemon enforces, in the log, whatever the outcome.
-    server_.handle(std::string(spec.wire),
-                   [this, &spec, handler = std::move(handler)](const json& args, const Peer& peer) {
-                       json shown = args;
-                       if (shown.is_object()) shown.erase("text");  // a policy's text is in the version store
-                       log(LogLevel::info, std::string(spec.wire) + " requested",
-                           {{"peer_uid", std::to_string(peer.uid)},
-                            {"peer_pid", std::to_string(peer.pid)},
-                            {"args", shown.dump(-1, ' ', false, json::error_handler_t::replace)}});
-                       return handler(args, peer);
-                   });
-}
-
-Status Daemon::register_handlers() {
-    serve(Verb::top, [this](const json& args, const Peer&) { return top_json(args); });
-    serve(Verb::status, [this](const json&, const Peer&) { return status_json(); });
-    serve(Verb::stats, [this](const json&, const Peer&) { return stats_json(); });
-
-    serve(Verb::attach, [this](const json& args, const Peer&) -> Result<json> {
-        if (fixed_ports_) return fixed_ports_error("attach");
-        auto name = string_arg(args, "interface");
-        auto mode_name = string_arg(args, "mode", std::string("native"));
-        if (!name) return name.error();
-        if (!mode_name) return mode_name.error();
-        auto mode = parse_xdp_mode(mode_name.value());
-        if (!mode) return mode.error();
-        if (auto status = attach_interface(name.value(), mode.value()); !status) return status.error();
-        const Interface& interface = *interfaces_.at(name.value());
-        auto version = interface.dataplane->active_version();
-        return json{{"interface", name.value()},
-                    {"ifindex", interface.xdp->ifindex},
-                    {"mode", xdp_mode_name(interface.xdp->mode)},
-                    {"active_version", version ? version.value() : 0}};
-    });
-
-    serve(Verb::detach, [this](const json& args, const Peer&) -> Result<json> {
-        if (fixed_ports_) return fixed_ports_error("detach");
-        auto name = string_arg(args, "interface");
-        if (!name) return name.error();
-        if (auto status = detach_interface(name.value()); !status) return status.error();
-        return json{{"interface", name.value()}};
-    });
-
-    serve(Verb::policy_push, [this](const json& args, const Peer& peer) -> Result<json> {
-        auto text = string_arg(args, "text");
-        auto path = string_arg(args, "path", std::string("<pushed policy>"));
-        auto if_version = uint_arg(args, "if_version");
-        auto dry_run = bool_arg(args, "dry_run");
-        if (!text) return text.error();
-        if (!path) return path.error();
-        if (!if_version) return if_version.error();
-        if (!dry_run) return dry_run.error();
-        // The control loop is the only writer, so this check and the push
-        // below cannot be separated by another push.
-        if (if_version.value()) {
-            const auto current = policy_->current();
-            const uint64_t current_version = current ? current->version : 0;
-            if (*if_version.value() != current_version) {
-                if (!dry_run.value()) count_push(false);
-                return control_error(ErrorCode::conflict,
-                                     "the current policy version is " + std::to_string(current_version) + ", not " +
-                                         std::to_string(*if_version.value()) +
-                                         " (another push came first; review it and retry)",
-                                     "if_version");
-            }
-        }
-        auto pushed = policy_->push(text.value(), path.value(), if_version.value(), dry_run.value(),
-                                    "push by uid " + std::to_string(peer.uid));
-        if (!dry_run.value()) count_push(pushed.ok());
-        if (!pushed) {
-            log(LogLevel::warn, "policy push refused", {{"error", pushed.error().message}});
-            return pushed.error();
-        }
-        if (pushed.value().applied)
-            log(LogLevel::info, "policy pushed",
-                {{"version", std::to_string(pushed.value().version.version)},
-                 {"sha256", pushed.value().version.sha256}});
-        return push_json(pushed.value());
-    });
-
-    serve(Verb::policy_rollback, [this](const json& args, const Peer&) -> Result<json> {
-        auto to = uint_arg(args, "to");
-        auto dry_run = bool_arg(args, "dry_run");
-        if (!to) return to.error();
-        if (!dry_run) return dry_run.error();
-        auto pushed = policy_->rollback(to.value(), dry_run.value());
-        if (!dry_run.value()) count_push(pushed.ok());
-        if (!pushed) return pushed.error();
-        if (pushed.value().applied)
-            log(LogLevel::info, "policy rolled back",
-                {{"version", std::to_string(pushed.value().version.version)},
-                 {"origin", pushed.value().version.origin}});
-        return push_json(pushed.value());
-    });
-
-    serve(Verb::policy_show, [this](const json& args, const Peer&) -> Result<json> {
-        auto wanted = uint_arg(args, "version");
-        if (!wanted) return wanted.error();
-        PolicyVersion version;
-        if (wanted.value()) {
-            auto found = policy_->get(*wanted.value());
-            if (!found) return found.error();
-            version = std::move(found.value());
-        } else {
-            auto current = policy_->current();
-            if (!current) return control_error(ErrorCode::invalid, "no policy has been pushed yet");
-            version = std::move(*current);
-        }
-        json result = version_summary(version);
-        result["canonical"] = version.canonical;
-        result["source"] = version.source;
-        result["classes"] = version.class_ids;
-        return result;
-    });
-
-    serve(Verb::policy_history, [this](const json&, const Peer&) -> Result<json> {
-        json versions = json::array();
-        for (const PolicyVersion& version : policy_->history()) versions.push_back(version_summary(version));
-        const auto current = policy_->current();
-        return json{{"current", current ? json(current->version) : json(nullptr)}, {"versions", std::move(versions)}};
-    });
-
-    serve(Verb::policy_diff, [this](const json& args, const Peer&) -> Result<json> {
-        auto from = uint_arg(args, "from");
-        auto to = uint_arg(args, "to");
-        if (!from) return from.error();
-        if (!to) return to.error();
-        if (!from.value() || !to.value())
-            return control_error(ErrorCode::bad_request, "policy.diff needs \"from\" and \"to\" versions");
-        auto a = policy_->get(*from.value());
-        auto b = policy_->get(*to.value());
-        if (!a) return a.error();
-        if (!b) return b.error();
-        return json{{"from", *from.value()}, {"to", *to.value()}, {"diff", diff_policies(a.value(), b.value())}};
-    });
-    for (const VerbSpec& spec : kVerbs)
-        if (!served_[static_cast<size_t>(spec.verb)])
-            return Error{
-                "internal: sluiced has no handler for the verb " + std::string(spec.wire), {}, ErrorCode::internal};
-    return ok_status();
 }
 
 }  // namespace sluice

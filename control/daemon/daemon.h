@@ -165,8 +165,4 @@ void install_signal_handlers(DaemonSignals& signals);
 // with Type=notify ($NOTIFY_SOCKET); does nothing otherwise.
 void notify_systemd(const std::string& state);
 
-// Makes sure `dir` is on a bpf filesystem: mounts bpffs on /sys/fs/bpf when
-// `dir` is under it and nothing is mounted there, then creates `dir`.
-Status prepare_bpffs_dir(const std::string& dir);
-
 }  // namespace sluice

@@ -21,7 +21,7 @@
 #include <system_error>
 #include <utility>
 
-#include "daemon.h"  // prepare_bpffs_dir
+#include "xdp_host.h"  // prepare_bpffs_dir
 
 namespace sluice::test {
 

@@ -383,13 +383,16 @@ TEST_F(SpoofedFlood, KnownSourcesKeepTheirShareAndEveryBoundHolds) {
 }
 
 // Without the budget the same flood takes the aggregate: the legitimate
-// sources lose most of their traffic (what the budget is for).
+// sources lose much of what they send while it lasts (2.5 of their 4 s), where
+// the budget keeps 90% or more. How much depends on how the flood's batches
+// and the legitimate packets interleave at the aggregate: the worst source
+// kept 40-66% in runs so far.
 TEST_F(SpoofedFlood, WithoutANewSourceBudgetTheFloodTakesTheAggregate) {
     SLUICE_REQUIRE_BPF();
     ASSERT_NO_FATAL_FAILURE(start_world("source_capacity = 1024\n"));
     ASSERT_TRUE(push_policy("flood.toml", flood_policy(false)));
     const Outcome o = run("without-budget");
-    EXPECT_LT(o.worst_kept, 0.5);
+    EXPECT_LT(o.worst_kept, 0.8);
     EXPECT_EQ(o.class_decided, o.sent);
     EXPECT_LE(static_cast<double>(o.class_admitted), leased_upper_bound(kClassRate, kClassBurst, o.seconds));
 }
