@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What every dataplane does per packet around the decision, once: the
+ * counter slot a decision is counted in, what the decision did to the
+ * source table counted in the health stats, and one drop in N of a known
+ * source sent as an event (hot sources). The backend (BPF maps, DPDK worker
+ * state, a test's arrays) says where these live by defining, before it
+ * includes this header:
+ *
+ *   SLUICE_ACCOUNT_CTX               its per-packet context type; the
+ *                                    functions below hand a pointer to it
+ *                                    back to every hook (void: none)
+ *   SLUICE_COUNTER(ctx, index)       struct sluice_counter * of the counter
+ *                                    slot at `index` (a __u32 *), or NULL
+ *   SLUICE_STAT_ADD(ctx, stat)       add 1 to health stat `stat`
+ *   SLUICE_DROP_COUNT(ctx)           __u64 * the drops seen, which drive the
+ *                                    sampling, or NULL
+ *   SLUICE_DROP_SAMPLE_MASK(ctx)     one drop in (mask + 1) is sent; mask is
+ *                                    a power of two minus 1
+ *   SLUICE_EVENT_RESERVE(ctx)        struct sluice_drop_event * to fill, or
+ *                                    NULL (the event is lost)
+ *   SLUICE_EVENT_SUBMIT(ctx, event)  send the filled event: nonzero if sent,
+ *                                    0 if lost
+ *   SLUICE_EVENT_NOW(ctx)            the event's time stamp (only sampled
+ *                                    drops ask for it)
+ *
+ * Every hook is evaluated where it is needed and nowhere else: a packet that
+ * passes costs one counter, as it did when each backend wrote this itself.
+ */
+#ifndef SLUICE_ACCOUNT_H
+#define SLUICE_ACCOUNT_H
+
+#include "abi.h"
+#include "decide.h"
+
+#if !defined(SLUICE_ACCOUNT_CTX) || !defined(SLUICE_COUNTER) || !defined(SLUICE_STAT_ADD) ||            \
+	!defined(SLUICE_DROP_COUNT) || !defined(SLUICE_DROP_SAMPLE_MASK) || !defined(SLUICE_EVENT_RESERVE) || \
+	!defined(SLUICE_EVENT_SUBMIT) || !defined(SLUICE_EVENT_NOW)
+#error "define the SLUICE_ACCOUNT_CTX type and the hooks listed in sluice/account.h before including it"
+#endif
+
+/* A class id as an index into per-class state: state is sized for
+ * SLUICE_MAX_CLASSES, a power of two, and the clamp is what lets the
+ * verifier (and a reader) see that no id from a map reaches past it. */
+SLUICE_INLINE __u32 sluice_class_slot(__u32 class_id)
+{
+	return class_id & (SLUICE_MAX_CLASSES - 1);
+}
+
+/* The counter slot of a decision: class x verdict x reason, each clamped to
+ * its range so that no decision can count outside the counters. */
+SLUICE_INLINE __u32 sluice_decision_counter(__u32 class_id, struct sluice_decision d)
+{
+	return sluice_counter_index(sluice_class_slot(class_id), d.verdict & 1,
+				    d.reason < SLUICE_REASON_COUNT ? d.reason : 0);
+}
+
+/* Is this drop the one in (mask + 1) that is sent? Counts it either way. */
+SLUICE_INLINE int sluice_drop_sampled(__u64 *drops_seen, __u32 sample_mask)
+{
+	return drops_seen && ((*drops_seen)++ & sample_mask) == 0;
+}
+
+/* Every byte of the event, padding too: it leaves for user space as it is. */
+SLUICE_INLINE void sluice_drop_event_fill(struct sluice_drop_event *event, __u64 now,
+					  const struct sluice_source_key *key, __u32 frame_len, __u8 reason,
+					  __u32 sample_mask)
+{
+	event->time_ns = now;
+	event->source = *key;
+	event->frame_len = frame_len;
+	event->reason = reason;
+	__builtin_memset(event->_pad, 0, sizeof(event->_pad));
+	event->weight = (__u64)sample_mask + 1; /* the drops this one stands for */
+}
+
+/* A drop of a known source: sent as an event if it is the sampled one. */
+SLUICE_INLINE void sluice_sample_drop(SLUICE_ACCOUNT_CTX *ctx, const struct sluice_source_key *key,
+				      __u32 frame_len, __u8 reason)
+{
+	struct sluice_drop_event *event;
+
+	if (!sluice_drop_sampled(SLUICE_DROP_COUNT(ctx), SLUICE_DROP_SAMPLE_MASK(ctx)))
+		return;
+	event = SLUICE_EVENT_RESERVE(ctx);
+	if (!event) {
+		SLUICE_STAT_ADD(ctx, SLUICE_STAT_DROP_EVENTS_LOST);
+		return;
+	}
+	sluice_drop_event_fill(event, SLUICE_EVENT_NOW(ctx), key, frame_len, reason, SLUICE_DROP_SAMPLE_MASK(ctx));
+	if (SLUICE_EVENT_SUBMIT(ctx, event))
+		SLUICE_STAT_ADD(ctx, SLUICE_STAT_DROP_EVENTS_SENT);
+	else
+		SLUICE_STAT_ADD(ctx, SLUICE_STAT_DROP_EVENTS_LOST);
+}
+
+/* Counts a decision of a frame of `class_id` and samples it if it dropped a
+ * known source (`key`; NULL for frames without one: unparsed, or leaving a
+ * shaping queue). The backend then sends or drops the frame by d.verdict:
+ * returning that from here instead cost the BPF program ~35 instructions of
+ * spills in sluice_decide (clang 14), so the verdict stays the caller's. */
+SLUICE_INLINE void sluice_account(SLUICE_ACCOUNT_CTX *ctx, __u32 class_id, struct sluice_decision d,
+				  __u32 frame_len, const struct sluice_source_key *key)
+{
+	__u32 index = sluice_decision_counter(class_id, d);
+	struct sluice_counter *counter = SLUICE_COUNTER(ctx, &index);
+
+	if (counter) {
+		counter->packets++;
+		counter->bytes += frame_len;
+	}
+	if (d.verdict != SLUICE_VERDICT_PASS && key)
+		sluice_sample_drop(ctx, key, frame_len, d.reason);
+}
+
+/* What a decision did to the source table, counted in the health stats. */
+SLUICE_INLINE void sluice_count_table_event(SLUICE_ACCOUNT_CTX *ctx, __u8 event)
+{
+	if (event == SLUICE_TABLE_INSERTED || event == SLUICE_TABLE_EVICTED)
+		SLUICE_STAT_ADD(ctx, SLUICE_STAT_SOURCE_INSERTS);
+	if (event == SLUICE_TABLE_EVICTED)
+		SLUICE_STAT_ADD(ctx, SLUICE_STAT_SOURCE_EVICTIONS);
+	else if (event == SLUICE_TABLE_FULL)
+		SLUICE_STAT_ADD(ctx, SLUICE_STAT_SOURCE_TABLE_FULL);
+	else if (event == SLUICE_TABLE_CONTENDED)
+		SLUICE_STAT_ADD(ctx, SLUICE_STAT_SOURCE_CONTENDED);
+}
+
+/* sluice_decide, and what it did to the source table counted. */
+SLUICE_INLINE struct sluice_decision sluice_decide_counted(SLUICE_ACCOUNT_CTX *ctx, const struct sluice_levels *levels,
+							   __u32 frame_len, __u64 now)
+{
+	struct sluice_decision d = sluice_decide(levels, frame_len, now);
+
+	sluice_count_table_event(ctx, d.table);
+	return d;
+}
+
+#endif /* SLUICE_ACCOUNT_H */

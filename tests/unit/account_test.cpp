@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: Apache-2.0
+// The per-packet glue both dataplanes share (sluice/account.h), over a fake
+// backend of arrays: the counter slot and its clamps, 1-in-N drop sampling
+// and the event it fills, lost events, and the table events' stats.
+#include <array>
+#include <cstring>
+#include <vector>
+
+#include "core_support.h"
+
+namespace sluice::test {
+
+// A backend: counters, stats, a drop count and an event ring that holds
+// `room` events before it refuses more.
+struct FakeBackend {
+    std::vector<sluice_counter> counters = std::vector<sluice_counter>(SLUICE_COUNTER_SLOTS);
+    std::array<uint64_t, SLUICE_STAT_COUNT> stats{};
+    __u64 drops_seen = 0;
+    uint32_t sample_mask = 3;
+    uint64_t now = kT0;
+    bool reserve_fails = false;
+    size_t room = ~size_t{0};
+    std::vector<sluice_drop_event> sent;
+    sluice_drop_event scratch{};
+    uint64_t clock_reads = 0;
+
+    sluice_drop_event* reserve() {
+        if (reserve_fails) return nullptr;
+        std::memset(&scratch, 0xa5, sizeof(scratch));  // what a ring's stale memory may hold
+        return &scratch;
+    }
+    bool submit(const sluice_drop_event* event) {
+        if (sent.size() >= room) return false;
+        sent.push_back(*event);
+        return true;
+    }
+    uint64_t read_clock() {
+        clock_reads++;
+        return now;
+    }
+};
+
+}  // namespace sluice::test
+
+#define SLUICE_ACCOUNT_CTX sluice::test::FakeBackend
+#define SLUICE_COUNTER(ctx, index) (&(ctx)->counters.at(*(index)))
+#define SLUICE_STAT_ADD(ctx, stat) ((ctx)->stats.at(stat)++)
+#define SLUICE_DROP_COUNT(ctx) (&(ctx)->drops_seen)
+#define SLUICE_DROP_SAMPLE_MASK(ctx) ((ctx)->sample_mask)
+#define SLUICE_EVENT_RESERVE(ctx) ((ctx)->reserve())
+#define SLUICE_EVENT_SUBMIT(ctx, event) ((ctx)->submit(event))
+#define SLUICE_EVENT_NOW(ctx) ((ctx)->read_clock())
+#include "sluice/account.h"
+
+namespace sluice::test {
+namespace {
+
+sluice_decision drop(uint8_t reason) { return sluice_decision_make(SLUICE_VERDICT_DROP, reason, SLUICE_LEVEL_SOURCE); }
+sluice_decision pass() { return sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_ADMITTED, SLUICE_LEVEL_NONE); }
+
+sluice_source_key key_of(uint32_t class_id, uint8_t last) {
+    sluice_source_key key{};
+    key.class_id = class_id;
+    key.family = SLUICE_FAMILY_IPV4;
+    key.addr[0] = 192;
+    key.addr[1] = 0;
+    key.addr[2] = 2;
+    key.addr[3] = last;
+    return key;
+}
+
+TEST(Account, CountsPacketsAndBytesInTheDecisionsSlot) {
+    FakeBackend b;
+    sluice_account(&b, 7, pass(), 100, nullptr);
+    sluice_account(&b, 7, pass(), 60, nullptr);
+    sluice_account(&b, 7, drop(SLUICE_REASON_CLASS), 1500, nullptr);
+    const sluice_counter& passed = b.counters[sluice_counter_index(7, SLUICE_VERDICT_PASS, SLUICE_REASON_ADMITTED)];
+    const sluice_counter& dropped = b.counters[sluice_counter_index(7, SLUICE_VERDICT_DROP, SLUICE_REASON_CLASS)];
+    EXPECT_EQ(passed.packets, 2u);
+    EXPECT_EQ(passed.bytes, 160u);
+    EXPECT_EQ(dropped.packets, 1u);
+    EXPECT_EQ(dropped.bytes, 1500u);
+}
+
+TEST(Account, ASlotOutOfRangeIsClampedIntoTheCounters) {
+    // Class ids wrap to the class table, verdicts to their bit, and an
+    // unknown reason counts as reason 0: never outside the counters.
+    EXPECT_EQ(sluice_class_slot(SLUICE_MAX_CLASSES + 5), 5u);
+    EXPECT_EQ(sluice_decision_counter(SLUICE_MAX_CLASSES + 5, pass()),
+              sluice_counter_index(5, SLUICE_VERDICT_PASS, SLUICE_REASON_ADMITTED));
+    sluice_decision odd = pass();
+    odd.verdict = 3;
+    odd.reason = 200;
+    EXPECT_EQ(sluice_decision_counter(~0u, odd), sluice_counter_index(SLUICE_MAX_CLASSES - 1, 1, 0));
+    EXPECT_LT(sluice_decision_counter(~0u, odd), SLUICE_COUNTER_SLOTS);
+}
+
+TEST(Account, OneDropOfAKnownSourceInEveryPeriodIsSentWithItsWeight) {
+    FakeBackend b;  // mask 3: one in 4
+    const sluice_source_key key = key_of(2, 9);
+    for (int i = 0; i < 12; i++) sluice_account(&b, 2, drop(SLUICE_REASON_SOURCE), 64, &key);
+    ASSERT_EQ(b.sent.size(), 3u);
+    EXPECT_EQ(b.stats[SLUICE_STAT_DROP_EVENTS_SENT], 3u);
+    EXPECT_EQ(b.stats[SLUICE_STAT_DROP_EVENTS_LOST], 0u);
+    EXPECT_EQ(b.clock_reads, 3u) << "only sampled drops read the clock";
+    const sluice_drop_event& e = b.sent[0];
+    EXPECT_EQ(e.time_ns, kT0);
+    EXPECT_EQ(std::memcmp(&e.source, &key, sizeof(key)), 0);
+    EXPECT_EQ(e.frame_len, 64u);
+    EXPECT_EQ(e.reason, SLUICE_REASON_SOURCE);
+    EXPECT_EQ(e.weight, 4u);
+    for (uint8_t pad : e._pad) EXPECT_EQ(pad, 0u) << "padding leaves zeroed, whatever the ring held";
+}
+
+TEST(Account, PassesAndDropsWithoutASourceAreNeverSampled) {
+    FakeBackend b;
+    b.sample_mask = 0;  // every sampled drop would be sent
+    const sluice_source_key key = key_of(1, 1);
+    for (int i = 0; i < 5; i++) sluice_account(&b, 1, pass(), 64, &key);
+    for (int i = 0; i < 5; i++) sluice_account(&b, 0, drop(SLUICE_REASON_MALFORMED), 64, nullptr);
+    EXPECT_TRUE(b.sent.empty());
+    EXPECT_EQ(b.drops_seen, 0u) << "they do not advance the sampler either";
+    EXPECT_EQ(b.clock_reads, 0u);
+}
+
+TEST(Account, EventsTheBackendCannotTakeAreCountedLost) {
+    FakeBackend b;
+    b.sample_mask = 0;
+    const sluice_source_key key = key_of(1, 2);
+    b.reserve_fails = true;
+    sluice_account(&b, 1, drop(SLUICE_REASON_CLASS), 64, &key);
+    b.reserve_fails = false;
+    b.room = 1;
+    sluice_account(&b, 1, drop(SLUICE_REASON_CLASS), 64, &key);
+    sluice_account(&b, 1, drop(SLUICE_REASON_CLASS), 64, &key);
+    EXPECT_EQ(b.sent.size(), 1u);
+    EXPECT_EQ(b.stats[SLUICE_STAT_DROP_EVENTS_SENT], 1u);
+    EXPECT_EQ(b.stats[SLUICE_STAT_DROP_EVENTS_LOST], 2u);
+}
+
+TEST(Account, EveryTableEventCountsItsStats) {
+    FakeBackend b;
+    sluice_count_table_event(&b, SLUICE_TABLE_NONE);
+    EXPECT_EQ(b.stats, (std::array<uint64_t, SLUICE_STAT_COUNT>{}));
+    sluice_count_table_event(&b, SLUICE_TABLE_INSERTED);
+    sluice_count_table_event(&b, SLUICE_TABLE_EVICTED);
+    sluice_count_table_event(&b, SLUICE_TABLE_FULL);
+    sluice_count_table_event(&b, SLUICE_TABLE_CONTENDED);
+    sluice_count_table_event(&b, SLUICE_TABLE_CONTENDED);
+    EXPECT_EQ(b.stats[SLUICE_STAT_SOURCE_INSERTS], 2u) << "an eviction inserts too";
+    EXPECT_EQ(b.stats[SLUICE_STAT_SOURCE_EVICTIONS], 1u);
+    EXPECT_EQ(b.stats[SLUICE_STAT_SOURCE_TABLE_FULL], 1u);
+    EXPECT_EQ(b.stats[SLUICE_STAT_SOURCE_CONTENDED], 2u);
+}
+
+TEST(Account, ADecisionThatInsertsASourceCountsTheInsert) {
+    // A per-source level over a two-set table: the first packet of a source
+    // takes an entry, the second finds it.
+    FakeBackend b;
+    std::vector<sluice_source_set> table(2);
+    auto limit = compile_source_limit({.rate_per_s = 10, .burst = 5, .unit = Unit::packets}, 1518, "test");
+    ASSERT_TRUE(limit);
+    sluice_levels levels{};
+    levels.source.limit = &limit.value();
+    levels.source.home = &table[0];
+    levels.source.second = &table[1];
+    levels.source.home_index = 0;
+    levels.source.second_index = 1;
+    levels.source.tag = uint64_t{1} << SLUICE_ENTRY_TAG_SHIFT;
+    EXPECT_EQ(sluice_decide_counted(&b, &levels, 64, kT0).verdict, SLUICE_VERDICT_PASS);
+    EXPECT_EQ(sluice_decide_counted(&b, &levels, 64, kT0).verdict, SLUICE_VERDICT_PASS);
+    EXPECT_EQ(b.stats[SLUICE_STAT_SOURCE_INSERTS], 1u);
+}
+
+}  // namespace
+}  // namespace sluice::test
