@@ -309,60 +309,34 @@ static __always_inline __u32 classify(__u32 slot, const struct sluice_packet *pk
 	return class_id ? *class_id : default_class;
 }
 
-static __always_inline void send_drop_event(const struct sluice_source_key *key, __u32 frame_len, __u8 reason)
+static __always_inline __u64 *drops_seen(void)
 {
-	struct sluice_drop_event *event;
 	__u32 zero = 0;
-	__u64 *drops = bpf_map_lookup_elem(&sluice_sampler, &zero);
 
-	if (!drops || ((*drops)++ & sluice_drop_sample_mask) != 0)
-		return;
-	event = bpf_ringbuf_reserve(&sluice_events, sizeof(*event), 0);
-	if (!event) {
-		stat_add(SLUICE_STAT_DROP_EVENTS_LOST, 1);
-		return;
-	}
-	event->time_ns = sluice_now(); /* only sampled drops pay for this read */
-	event->source = *key;
-	event->frame_len = frame_len;
-	event->reason = reason;
-	__builtin_memset(event->_pad, 0, sizeof(event->_pad));
-	event->weight = (__u64)sluice_drop_sample_mask + 1;
-	bpf_ringbuf_submit(event, 0);
-	stat_add(SLUICE_STAT_DROP_EVENTS_SENT, 1);
+	return bpf_map_lookup_elem(&sluice_sampler, &zero);
 }
+
+/* sluice/account.h's hooks: counters, stats and the drop sampler are maps,
+ * drop events go on the ring buffer; the program has no per-packet context
+ * beyond them. Submitting a reserved record cannot fail. */
+#define SLUICE_ACCOUNT_CTX void
+#define SLUICE_COUNTER(ctx, index) ((void)(ctx), bpf_map_lookup_elem(&sluice_counters, (index)))
+#define SLUICE_STAT_ADD(ctx, stat) ((void)(ctx), stat_add((stat), 1))
+#define SLUICE_DROP_COUNT(ctx) ((void)(ctx), drops_seen())
+#define SLUICE_DROP_SAMPLE_MASK(ctx) ((void)(ctx), sluice_drop_sample_mask)
+#define SLUICE_EVENT_RESERVE(ctx) \
+	((void)(ctx), (struct sluice_drop_event *)bpf_ringbuf_reserve(&sluice_events, sizeof(struct sluice_drop_event), 0))
+#define SLUICE_EVENT_SUBMIT(ctx, event) ((void)(ctx), bpf_ringbuf_submit((event), 0), 1)
+#define SLUICE_EVENT_NOW(ctx) ((void)(ctx), sluice_now()) /* only sampled drops pay for this read */
+#include "sluice/account.h"
 
 /* Count the decision, sample it if it dropped a known source, and turn it
  * into an XDP action. */
 static __always_inline int account(__u32 class_id, struct sluice_decision d, __u32 frame_len,
 				   const struct sluice_source_key *key)
 {
-	__u32 index = sluice_counter_index(class_id & (SLUICE_MAX_CLASSES - 1), d.verdict & 1,
-					   d.reason < SLUICE_REASON_COUNT ? d.reason : 0);
-	struct sluice_counter *counter = bpf_map_lookup_elem(&sluice_counters, &index);
-
-	if (counter) {
-		counter->packets++;
-		counter->bytes += frame_len;
-	}
-	if (d.verdict == SLUICE_VERDICT_PASS)
-		return XDP_PASS;
-	if (key)
-		send_drop_event(key, frame_len, d.reason);
-	return XDP_DROP;
-}
-
-/* What a decision did to the source table, counted. */
-static __always_inline void count_table_event(__u8 event)
-{
-	if (event == SLUICE_TABLE_INSERTED || event == SLUICE_TABLE_EVICTED)
-		stat_add(SLUICE_STAT_SOURCE_INSERTS, 1);
-	if (event == SLUICE_TABLE_EVICTED)
-		stat_add(SLUICE_STAT_SOURCE_EVICTIONS, 1);
-	else if (event == SLUICE_TABLE_FULL)
-		stat_add(SLUICE_STAT_SOURCE_TABLE_FULL, 1);
-	else if (event == SLUICE_TABLE_CONTENDED)
-		stat_add(SLUICE_STAT_SOURCE_CONTENDED, 1);
+	sluice_account(NULL, class_id, d, frame_len, key);
+	return d.verdict == SLUICE_VERDICT_PASS ? XDP_PASS : XDP_DROP;
 }
 
 /* The per-source level: the source's two sets. Returns 0 only when the
@@ -513,7 +487,7 @@ int sluice_xdp(struct xdp_md *ctx)
 		return account(SLUICE_CLASS_UNCLASSIFIED, sluice_decide_unparsed(policy, pkt.status), pkt.frame_len,
 			       NULL);
 
-	class_id = classify(slot, &pkt, policy) & (SLUICE_MAX_CLASSES - 1);
+	class_id = sluice_class_slot(classify(slot, &pkt, policy));
 	class_index = slot * SLUICE_MAX_CLASSES + class_id;
 	cls = bpf_map_lookup_elem(&sluice_classes, &class_index);
 	if (!cls) {
@@ -532,8 +506,7 @@ int sluice_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	d = sluice_decide(&levels, pkt.frame_len, now);
-	count_table_event(d.table);
+	d = sluice_decide_counted(NULL, &levels, pkt.frame_len, now);
 	return account(class_id, d, pkt.frame_len, &key);
 }
 
