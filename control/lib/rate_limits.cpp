@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "rate_limits.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "sluice/source_table.h"
@@ -169,6 +171,16 @@ Result<sluice_source_limit> compile_source_limit(const HumanLimit& limit, uint32
                                std::to_string(fits) + " or raise rate)");
     }
     gcra.tolerance_ns = static_cast<uint64_t>(tolerance);
+    return out;
+}
+
+sluice_shape_drain compile_shape_drain(const sluice_level_limit& aggregate, uint32_t workers) {
+    const uint64_t rate = aggregate.accuracy == SLUICE_ACCURACY_LEASE
+                              ? aggregate.full.rate_per_s / std::max<uint32_t>(workers, 1)
+                              : aggregate.share.rate_per_s;
+    sluice_shape_drain out{};
+    out.rate_per_s = std::max<uint64_t>(rate, 1);
+    out.inverse = UINT64_MAX / out.rate_per_s;
     return out;
 }
 

@@ -60,6 +60,12 @@ Result<sluice_level_limit> compile_level(const LevelSettings& settings, std::str
 Result<sluice_source_limit> compile_source_limit(const HumanLimit& limit, uint32_t max_frame_bytes,
                                                  std::string_view field);
 
+// The rate one worker's shaping queue of a class drains at, for predicting a
+// queued frame's wait (sluice/shape.h): the worker's split share of the class
+// aggregate, or in lease mode the aggregate's rate over `workers`; at least 1.
+// Its reciprocal is computed here so that the prediction needs no division.
+sluice_shape_drain compile_shape_drain(const sluice_level_limit& aggregate, uint32_t workers);
+
 // Lease mode: the most a level can admit above burst + rate*T is N*L. This is
 // that excess as a fraction of burst, for reports.
 double lease_excess_fraction(const sluice_level_limit& level, uint32_t cpus);

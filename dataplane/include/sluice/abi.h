@@ -305,6 +305,16 @@ SLUICE_STATIC_ASSERT(sizeof(struct sluice_shape) == 16, "sluice_shape layout");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_shape, max_delay_ns) == 8,
                      "sluice_shape.max_delay_ns offset");
 
+/* The rate one worker's queue of a shaped class drains at, as the control
+ * plane precomputes it (control/rate_limits.h) for the dataplane's worker
+ * count: with its reciprocal, predicting a frame's wait needs no division
+ * (sluice/shape.h). Held by sluice-dpdk beside its policy slot, in no map. */
+struct sluice_shape_drain {
+	__u64 rate_per_s; /* units per second == nano-units per ns; at least 1 */
+	__u64 inverse;    /* (2^64 - 1) / rate_per_s, rounded down */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_shape_drain) == 16, "sluice_shape_drain layout");
+
 struct sluice_class_entry {
 	struct sluice_source_limit per_source;
 	/* Packets of sources without an entry in the source table also spend
