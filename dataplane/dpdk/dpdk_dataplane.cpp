@@ -79,11 +79,34 @@ struct alignas(RTE_CACHE_LINE_SIZE) WorkerState {
     alignas(RTE_CACHE_LINE_SIZE) sluice_counter counters[SLUICE_COUNTER_SLOTS];
     uint64_t stats[SLUICE_STAT_COUNT];
     uint64_t decide_cycles, decisions;
-    uint64_t drops_seen;  // drives 1-in-N drop event sampling
-    rte_ring* events;     // sampled drops, single producer (this worker), single consumer (control)
+    __u64 drops_seen;         // drives 1-in-N drop event sampling
+    rte_ring* events;         // sampled drops, single producer (this worker), single consumer (control)
+    sluice_drop_event event;  // a sampled drop, filled here and copied into `events`
     ShapeQueue queues[SLUICE_MAX_CLASSES];
     uint64_t queued_classes[SLUICE_MAX_CLASSES / 64];  // bit per class with a non-empty queue
 };
+
+// What the core's per-packet accounting (sluice/account.h) reaches on one
+// worker for one burst.
+struct Accounting {
+    WorkerState* state;
+    uint64_t now;          // the burst's time, which drop events carry
+    uint32_t sample_mask;  // one drop in (mask + 1) becomes an event
+};
+
+}  // namespace sluice
+
+#define SLUICE_ACCOUNT_CTX sluice::Accounting
+#define SLUICE_COUNTER(ctx, index) (&(ctx)->state->counters[*(index)])
+#define SLUICE_STAT_ADD(ctx, stat) ((ctx)->state->stats[stat]++)
+#define SLUICE_DROP_COUNT(ctx) (&(ctx)->state->drops_seen)
+#define SLUICE_DROP_SAMPLE_MASK(ctx) ((ctx)->sample_mask)
+#define SLUICE_EVENT_RESERVE(ctx) (&(ctx)->state->event)
+#define SLUICE_EVENT_SUBMIT(ctx, event) (rte_ring_sp_enqueue_elem((ctx)->state->events, (event), sizeof(*(event))) == 0)
+#define SLUICE_EVENT_NOW(ctx) ((ctx)->now)
+#include "sluice/account.h"
+
+namespace sluice {
 
 struct DpdkDataplane::Slot {
     sluice_policy_header header{};
@@ -111,14 +134,11 @@ class WorkerPath {
     using Slot = DpdkDataplane::Slot;
     using Shared = DpdkDataplane::Shared;
 
-    // What one worker decides one burst with: the slot read once for the
-    // burst, the clock read once, and where the frames go.
-    struct BurstContext {
-        WorkerState* state;
+    // What one worker decides one burst with: the clock read once for the
+    // burst (in Accounting), and where the frames go.
+    struct BurstContext : Accounting {
         Shared* shared;
-        uint64_t now;
         uint32_t workers;
-        uint32_t sample_mask;
         rte_mbuf** forward;
         uint16_t forwarded;
         rte_mbuf** dropped;
@@ -129,38 +149,15 @@ class WorkerPath {
         bool release_room() const { return forwarded + drops < kReleaseMax; }
     };
 
-    static void count_decision(WorkerState* state, uint32_t class_id, sluice_decision d, uint32_t frame_len) {
-        sluice_counter& c = state->counters[sluice_counter_index(class_id % SLUICE_MAX_CLASSES, d.verdict & 1u,
-                                                                 d.reason < SLUICE_REASON_COUNT ? d.reason : 0)];
-        c.packets++;
-        c.bytes += frame_len;
-    }
-
-    static void sample_drop(BurstContext& ctx, const sluice_source_key& key, uint32_t frame_len, uint8_t reason) {
-        WorkerState* state = ctx.state;
-        if ((state->drops_seen++ & ctx.sample_mask) != 0) return;
-        sluice_drop_event event{};
-        event.time_ns = ctx.now;
-        event.source = key;
-        event.frame_len = frame_len;
-        event.reason = reason;
-        event.weight = static_cast<uint64_t>(ctx.sample_mask) + 1;
-        if (rte_ring_sp_enqueue_elem(state->events, &event, sizeof(event)) == 0)
-            state->stats[SLUICE_STAT_DROP_EVENTS_SENT]++;
-        else
-            state->stats[SLUICE_STAT_DROP_EVENTS_LOST]++;
-    }
-
-    // Counts a decision and routes the frame by it.
+    // Counts a decision (and samples it if it dropped a known source) and
+    // routes the frame by it.
     static void finish(BurstContext& ctx, rte_mbuf* m, uint32_t class_id, sluice_decision d, uint32_t frame_len,
                        const sluice_source_key* key) {
-        count_decision(ctx.state, class_id, d, frame_len);
-        if (d.verdict == SLUICE_VERDICT_PASS) {
+        sluice_account(&ctx, class_id, d, frame_len, key);
+        if (d.verdict == SLUICE_VERDICT_PASS)
             ctx.forward[ctx.forwarded++] = m;
-            return;
-        }
-        if (key) sample_drop(ctx, *key, frame_len, d.reason);
-        ctx.dropped[ctx.drops++] = m;
+        else
+            ctx.dropped[ctx.drops++] = m;
     }
 
     static uint32_t classify(const Slot& slot, const sluice_packet& pkt) {
@@ -181,7 +178,7 @@ class WorkerPath {
     // decide_burst finds (and prefetches) for the whole burst first.
     static void levels_of(sluice_levels* levels, const Slot& slot, const sluice_class_entry& cls,
                           const sluice_source_key& key, WorkerState* state, Shared* shared) {
-        const uint32_t id = cls.class_id % SLUICE_MAX_CLASSES;
+        const uint32_t id = sluice_class_slot(cls.class_id);
         // Field by field: zeroing the whole struct first compiles to a
         // `rep stos`, which cost more per frame than the rest of this.
         if (cls.per_source.enabled)
@@ -202,22 +199,13 @@ class WorkerPath {
 
     static void set_upper_levels(sluice_levels* levels, const Slot& slot, const sluice_class_entry& cls,
                                  WorkerState* state, Shared* shared) {
-        const uint32_t id = cls.class_id % SLUICE_MAX_CLASSES;
+        const uint32_t id = sluice_class_slot(cls.class_id);
         levels->aggregate = {&cls.aggregate, &state->class_buckets[id], &shared->classes[id]};
         levels->global = {&slot.header.global, &state->global_bucket, shared->global};
     }
 
     static sluice_decision decide(BurstContext& ctx, const sluice_levels& levels, uint32_t frame_len) {
-        const sluice_decision d = sluice_decide(&levels, frame_len, ctx.now);
-        count_table_event(ctx.state, d.table);
-        return d;
-    }
-
-    static void count_table_event(WorkerState* state, uint8_t event) {
-        if (event == SLUICE_TABLE_INSERTED || event == SLUICE_TABLE_EVICTED) state->stats[SLUICE_STAT_SOURCE_INSERTS]++;
-        if (event == SLUICE_TABLE_EVICTED) state->stats[SLUICE_STAT_SOURCE_EVICTIONS]++;
-        if (event == SLUICE_TABLE_FULL) state->stats[SLUICE_STAT_SOURCE_TABLE_FULL]++;
-        if (event == SLUICE_TABLE_CONTENDED) state->stats[SLUICE_STAT_SOURCE_CONTENDED]++;
+        return sluice_decide_counted(&ctx, &levels, frame_len, ctx.now);
     }
 
     // The worker's own share of the class rate, in nano-units per ns, for
@@ -282,7 +270,7 @@ class WorkerPath {
                 &levels.source, sluice_source_cost_ns(&levels.source.limit->current, frame_len), ctx.now, &look, &d);
             if (verdict <= 0) {
                 if (verdict < 0) d = sluice_contended();
-                count_table_event(state, d.table);
+                sluice_count_table_event(&ctx, d.table);
                 finish(ctx, m, cls.class_id, d, frame_len, &key);
                 return;
             }
@@ -354,24 +342,20 @@ class WorkerPath {
             const uint64_t cost = still_shaped ? sluice_level_cost_nano(&cls.aggregate, frame_len) : 0;
             if (still_shaped) {
                 if (ctx.now > frame.deadline_ns) {
-                    count_decision(
-                        state, id,
-                        sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_DEADLINE, SLUICE_LEVEL_CLASS),
-                        frame_len);
-                    ctx.dropped[ctx.drops++] = frame.mbuf;
+                    finish(ctx, frame.mbuf, id,
+                           sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_DEADLINE, SLUICE_LEVEL_CLASS),
+                           frame_len, nullptr);
                 } else if (sluice_decide(&levels, frame_len, ctx.now).verdict == SLUICE_VERDICT_PASS) {
-                    count_decision(state, id,
-                                   sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_SHAPED, SLUICE_LEVEL_NONE),
-                                   frame_len);
-                    ctx.forward[ctx.forwarded++] = frame.mbuf;
+                    finish(ctx, frame.mbuf, id,
+                           sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_SHAPED, SLUICE_LEVEL_NONE),
+                           frame_len, nullptr);
                 } else {
                     return;  // not yet: the class bucket refills at its rate
                 }
             } else {
-                count_decision(state, id,
-                               sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_SHAPED, SLUICE_LEVEL_NONE),
-                               frame_len);
-                ctx.forward[ctx.forwarded++] = frame.mbuf;
+                finish(ctx, frame.mbuf, id,
+                       sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_SHAPED, SLUICE_LEVEL_NONE), frame_len,
+                       nullptr);
             }
             q.head = (q.head + 1) & (q.capacity - 1);
             q.count--;
@@ -407,7 +391,7 @@ class WorkerPath {
             const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
             sluice_parse(data, data + m->data_len, &parsed[i]);
             if (parsed[i].status != SLUICE_PARSE_OK) continue;
-            const sluice_class_entry& cls = slot.classes[classify(slot, parsed[i]) % SLUICE_MAX_CLASSES];
+            const sluice_class_entry& cls = slot.classes[sluice_class_slot(classify(slot, parsed[i]))];
             classes[i] = &cls;
             sluice_source_key_make(&keys[i], &parsed[i], &cls);
             if (cls.action != SLUICE_ACTION_LIMIT) continue;
@@ -453,11 +437,9 @@ uint16_t Worker::poll_once() {
     const uint64_t now = dp->now_ns();
     // The one read of the active slot for this burst.
     const DpdkDataplane::Slot& slot = dp->slots_[dp->active_.load(std::memory_order_acquire)];
-    WorkerPath::BurstContext ctx{state,
+    WorkerPath::BurstContext ctx{{state, sluice_stamp(now), dp->options_.drop_sample_period - 1},
                                  dp->shared_.get(),
-                                 sluice_stamp(now),
                                  dp->worker_count(),
-                                 dp->options_.drop_sample_period - 1,
                                  forward,
                                  0,
                                  dropped,
