@@ -22,10 +22,12 @@
 
 #include "clock.h"
 #include "eal.h"
+#include "rate_limits.h"
 
 #include "sluice/host_lock.h"
 // (the lock above is what decide.h uses)
 #include "sluice/decide.h"
+#include "sluice/shape.h"
 
 namespace sluice {
 namespace {
@@ -55,7 +57,8 @@ std::string table_name(const char* what) {
 
 // One class's shaping queue on one worker: a FIFO ring of held frames with
 // their deadlines, sized to the next power of two of the policy's bound and
-// allocated the first time the class queues (policies rarely shape).
+// allocated the first time the class queues (policies rarely shape). Whether
+// a frame may join and when it leaves is the core's (sluice/shape.h).
 struct ShapedFrame {
     rte_mbuf* mbuf;
     uint64_t deadline_ns;
@@ -65,8 +68,7 @@ struct ShapeQueue {
     ShapedFrame* ring = nullptr;
     uint32_t capacity = 0;  // a power of two, 0 until first used
     uint32_t head = 0;
-    uint32_t count = 0;
-    uint64_t cost_nano = 0;  // class-level cost of everything queued
+    sluice_shape_queue held{};  // frames waiting and their cost at the class aggregate
 };
 
 struct alignas(RTE_CACHE_LINE_SIZE) WorkerState {
@@ -111,6 +113,7 @@ namespace sluice {
 struct DpdkDataplane::Slot {
     sluice_policy_header header{};
     sluice_class_entry classes[SLUICE_MAX_CLASSES]{};
+    sluice_shape_drain drains[SLUICE_MAX_CLASSES]{};  // by class id, for classes with an aggregate
     rte_lpm* lpm4 = nullptr;
     rte_lpm6* lpm6 = nullptr;
 };
@@ -138,7 +141,6 @@ class WorkerPath {
     // burst (in Accounting), and where the frames go.
     struct BurstContext : Accounting {
         Shared* shared;
-        uint32_t workers;
         rte_mbuf** forward;
         uint16_t forwarded;
         rte_mbuf** dropped;
@@ -208,36 +210,13 @@ class WorkerPath {
         return sluice_decide_counted(&ctx, &levels, frame_len, ctx.now);
     }
 
-    // The worker's own share of the class rate, in nano-units per ns, for
-    // predicting how long a queue takes to drain.
-    static uint64_t drain_rate(const sluice_level_limit& level, uint32_t workers) {
-        if (level.accuracy == SLUICE_ACCURACY_LEASE) return std::max<uint64_t>(level.full.rate_per_s / workers, 1);
-        return std::max<uint64_t>(level.share.rate_per_s, 1);
-    }
-
-    // Tokens this worker could spend on the class now, without changing anything.
-    static uint64_t class_tokens(const sluice_level_ref& ref, uint64_t now) {
-        const sluice_level_limit& level = *ref.limit;
-        if (level.accuracy != SLUICE_ACCURACY_LEASE) {
-            if (ref.cpu->stamp_ns == 0) return level.share.burst_nano;
-            return sluice_refilled_tokens(ref.cpu->tokens_nano, ref.cpu->stamp_ns, &level.share, now);
-        }
-        const uint64_t lease = now < ref.cpu->stamp_ns ? ref.cpu->tokens_nano : 0;
-        const sluice_shared_bucket* shared = ref.shared;
-        // Read without the lock: an estimate for the deadline, never a spend.
-        const uint64_t pool = shared->last_ns == 0
-                                  ? level.full.burst_nano
-                                  : sluice_refilled_tokens(shared->tokens_nano, shared->last_ns, &level.full, now);
-        return lease + pool;
-    }
-
     static bool grow_queue(ShapeQueue& q, uint32_t bound, int socket) {
         uint32_t capacity = 1;
         while (capacity < bound) capacity <<= 1;
         auto* ring = static_cast<ShapedFrame*>(
             rte_malloc_socket("sluice_shape", sizeof(ShapedFrame) * capacity, RTE_CACHE_LINE_SIZE, socket));
         if (ring == nullptr) return false;
-        for (uint32_t i = 0; i < q.count; i++) ring[i] = q.ring[(q.head + i) & (q.capacity - 1)];
+        for (uint32_t i = 0; i < q.held.count; i++) ring[i] = q.ring[(q.head + i) & (q.capacity - 1)];
         rte_free(q.ring);
         q.ring = ring;
         q.capacity = capacity;
@@ -247,17 +226,16 @@ class WorkerPath {
 
     // A frame of a shaped class: sent now if the class (and everything else)
     // admits it and nothing waits ahead of it; otherwise held in the class's
-    // queue if the queue has room and the frame's predicted wait is within the
-    // class's max delay; otherwise refused, by reason.
-    static void shape(BurstContext& ctx, rte_mbuf* m, const sluice_class_entry& cls, const sluice_levels& levels,
-                      const sluice_source_key& key, uint32_t frame_len) {
+    // queue if the core admits it there; otherwise refused, by reason.
+    static void shape(BurstContext& ctx, rte_mbuf* m, const sluice_class_entry& cls, const sluice_shape_drain& drain,
+                      const sluice_levels& levels, const sluice_source_key& key, uint32_t frame_len) {
         WorkerState* state = ctx.state;
-        const uint32_t id = cls.class_id % SLUICE_MAX_CLASSES;
+        const uint32_t id = sluice_class_slot(cls.class_id);
         ShapeQueue& q = state->queues[id];
 
-        if (q.count == 0) {
+        if (q.held.count == 0) {
             const sluice_decision d = decide(ctx, levels, frame_len);
-            if (d.verdict == SLUICE_VERDICT_PASS || d.level != SLUICE_LEVEL_CLASS) {
+            if (!sluice_shape_may_wait(d)) {
                 finish(ctx, m, cls.class_id, d, frame_len, &key);
                 return;
             }
@@ -276,24 +254,16 @@ class WorkerPath {
             }
         }
 
-        const sluice_level_ref& agg = levels.aggregate;
-        const uint64_t cost = sluice_level_cost_nano(agg.limit, frame_len);
-        uint8_t refused = SLUICE_REASON_COUNT;
-        if (q.count >= cls.shape.queue_packets) {
-            refused = SLUICE_REASON_QUEUE_FULL;
-        } else {
-            const uint64_t tokens = class_tokens(agg, ctx.now);
-            const uint64_t need = q.cost_nano + cost;
-            const uint64_t wait_ns = need > tokens ? (need - tokens) / drain_rate(*agg.limit, ctx.workers) : 0;
-            if (wait_ns > cls.shape.max_delay_ns) refused = SLUICE_REASON_DEADLINE;
-        }
-        if (refused == SLUICE_REASON_COUNT && q.capacity < cls.shape.queue_packets &&
+        const uint64_t cost = sluice_level_cost_nano(levels.aggregate.limit, frame_len);
+        sluice_shape_admission admission =
+            sluice_shape_admit(&cls.shape, &drain, &q.held, &levels.aggregate, cost, ctx.now);
+        if (admission.reason == SLUICE_REASON_SHAPED && q.capacity < cls.shape.queue_packets &&
             !grow_queue(q, std::min(cls.shape.queue_packets, SLUICE_SHAPE_QUEUE_MAX),
                         static_cast<int>(rte_socket_id())))
-            refused = SLUICE_REASON_QUEUE_FULL;  // no memory for the queue: as good as full
-        if (refused != SLUICE_REASON_COUNT) {
-            finish(ctx, m, cls.class_id, sluice_decision_make(SLUICE_VERDICT_DROP, refused, SLUICE_LEVEL_CLASS),
-                   frame_len, &key);
+            admission.reason = SLUICE_REASON_QUEUE_FULL;  // no memory for the queue: as good as full
+        if (admission.reason != SLUICE_REASON_SHAPED) {
+            finish(ctx, m, cls.class_id,
+                   sluice_decision_make(SLUICE_VERDICT_DROP, admission.reason, SLUICE_LEVEL_CLASS), frame_len, &key);
             return;
         }
         // Joining the queue pays the levels below the aggregate (the source
@@ -306,9 +276,8 @@ class WorkerPath {
             finish(ctx, m, cls.class_id, paid, frame_len, &key);
             return;
         }
-        q.ring[(q.head + q.count) & (q.capacity - 1)] = {m, ctx.now + cls.shape.max_delay_ns};
-        q.count++;
-        q.cost_nano += cost;
+        q.ring[(q.head + q.held.count) & (q.capacity - 1)] = {m, admission.deadline_ns};
+        sluice_shape_queue_push(&q.held, cost);
         state->queued_classes[id / 64] |= 1ull << (id % 64);
     }
 
@@ -336,32 +305,17 @@ class WorkerPath {
         const bool still_shaped = cls.action == SLUICE_ACTION_LIMIT && cls.shape.queue_packets != 0;
         sluice_levels levels;
         upper_levels(&levels, slot, cls, state, ctx.shared);
-        while (q.count > 0 && ctx.release_room()) {
+        while (q.held.count > 0 && ctx.release_room()) {
             const ShapedFrame frame = q.ring[q.head];
             const uint32_t frame_len = frame.mbuf->pkt_len;
-            const uint64_t cost = still_shaped ? sluice_level_cost_nano(&cls.aggregate, frame_len) : 0;
-            if (still_shaped) {
-                if (ctx.now > frame.deadline_ns) {
-                    finish(ctx, frame.mbuf, id,
-                           sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_DEADLINE, SLUICE_LEVEL_CLASS),
-                           frame_len, nullptr);
-                } else if (sluice_decide(&levels, frame_len, ctx.now).verdict == SLUICE_VERDICT_PASS) {
-                    finish(ctx, frame.mbuf, id,
-                           sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_SHAPED, SLUICE_LEVEL_NONE),
-                           frame_len, nullptr);
-                } else {
-                    return;  // not yet: the class bucket refills at its rate
-                }
-            } else {
-                finish(ctx, frame.mbuf, id,
-                       sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_SHAPED, SLUICE_LEVEL_NONE), frame_len,
-                       nullptr);
-            }
+            sluice_decision d;
+            if (!sluice_shape_release(still_shaped, &levels, frame_len, frame.deadline_ns, ctx.now, &d))
+                return;  // not yet: the class bucket refills at its rate
+            finish(ctx, frame.mbuf, id, d, frame_len, nullptr);
             q.head = (q.head + 1) & (q.capacity - 1);
-            q.count--;
-            q.cost_nano = q.count == 0 || cost > q.cost_nano ? 0 : q.cost_nano - cost;
+            sluice_shape_queue_pop(&q.held, still_shaped ? sluice_level_cost_nano(&cls.aggregate, frame_len) : 0);
         }
-        if (q.count == 0) state->queued_classes[id / 64] &= ~(1ull << (id % 64));
+        if (q.held.count == 0) state->queued_classes[id / 64] &= ~(1ull << (id % 64));
     }
 
     // Decides a burst in two passes, as DPDK's own table lookups do: the
@@ -418,7 +372,7 @@ class WorkerPath {
                 continue;
             }
             if (cls.shape.queue_packets != 0 && cls.aggregate.enabled) {
-                shape(ctx, m, cls, levels[i], keys[i], frame_len);
+                shape(ctx, m, cls, slot.drains[sluice_class_slot(cls.class_id)], levels[i], keys[i], frame_len);
                 continue;
             }
             finish(ctx, m, cls.class_id, decide(ctx, levels[i], frame_len), frame_len, &keys[i]);
@@ -437,13 +391,8 @@ uint16_t Worker::poll_once() {
     const uint64_t now = dp->now_ns();
     // The one read of the active slot for this burst.
     const DpdkDataplane::Slot& slot = dp->slots_[dp->active_.load(std::memory_order_acquire)];
-    WorkerPath::BurstContext ctx{{state, sluice_stamp(now), dp->options_.drop_sample_period - 1},
-                                 dp->shared_.get(),
-                                 dp->worker_count(),
-                                 forward,
-                                 0,
-                                 dropped,
-                                 0};
+    WorkerPath::BurstContext ctx{
+        {state, sluice_stamp(now), dp->options_.drop_sample_period - 1}, dp->shared_.get(), forward, 0, dropped, 0};
 
     const uint64_t start = rte_rdtsc();
     if (slot.header.version == 0) {
@@ -491,7 +440,7 @@ void Worker::set_ports(PortQueue rx, PortQueue tx) {
 
 uint32_t Worker::index() const { return state_->index; }
 
-uint32_t Worker::queued(uint32_t class_id) const { return state_->queues[class_id % SLUICE_MAX_CLASSES].count; }
+uint32_t Worker::queued(uint32_t class_id) const { return state_->queues[sluice_class_slot(class_id)].held.count; }
 
 // ---- the control side -------------------------------------------------------------
 
@@ -567,7 +516,7 @@ Status DpdkDataplane::allocate(const DpdkOptions& options) {
 DpdkDataplane::~DpdkDataplane() {
     for (WorkerState* state : states_) {
         for (ShapeQueue& q : state->queues) {
-            for (uint32_t i = 0; i < q.count; i++) rte_pktmbuf_free(q.ring[(q.head + i) & (q.capacity - 1)].mbuf);
+            for (uint32_t i = 0; i < q.held.count; i++) rte_pktmbuf_free(q.ring[(q.head + i) & (q.capacity - 1)].mbuf);
             rte_free(q.ring);
         }
         rte_ring_free(state->events);
@@ -639,7 +588,13 @@ Status DpdkDataplane::write_slot(Slot& slot, const CompiledPolicy& policy) {
 
     slot.header = policy.header;
     std::memset(slot.classes, 0, sizeof(slot.classes));
-    for (const sluice_class_entry& cls : policy.classes) slot.classes[cls.class_id % SLUICE_MAX_CLASSES] = cls;
+    std::memset(slot.drains, 0, sizeof(slot.drains));
+    for (const sluice_class_entry& cls : policy.classes) {
+        const uint32_t id = sluice_class_slot(cls.class_id);
+        slot.classes[id] = cls;
+        // Shaping predicts waits at this worker's part of the aggregate rate.
+        if (cls.aggregate.enabled) slot.drains[id] = compile_shape_drain(cls.aggregate, worker_count());
+    }
     return ok_status();
 }
 
