@@ -74,9 +74,17 @@ SLUICE_INLINE void sluice_drop_event_fill(struct sluice_drop_event *event, __u64
 	event->weight = (__u64)sample_mask + 1; /* the drops this one stands for */
 }
 
+/* Only drops take this path: BPF inlines it, as it must; elsewhere it stays
+ * out of line, so the path every packet takes stays small enough to inline. */
+#ifdef __bpf__
+#define SLUICE_DROP_PATH SLUICE_INLINE
+#else
+#define SLUICE_DROP_PATH static __attribute__((noinline, unused))
+#endif
+
 /* A drop of a known source: sent as an event if it is the sampled one. */
-SLUICE_INLINE void sluice_sample_drop(SLUICE_ACCOUNT_CTX *ctx, const struct sluice_source_key *key,
-				      __u32 frame_len, __u8 reason)
+SLUICE_DROP_PATH void sluice_sample_drop(SLUICE_ACCOUNT_CTX *ctx, const struct sluice_source_key *key,
+					 __u32 frame_len, __u8 reason)
 {
 	struct sluice_drop_event *event;
 
