@@ -19,6 +19,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "unique_fd.h"
+
 namespace sluice {
 namespace {
 
@@ -32,31 +34,10 @@ constexpr size_t kMaxDiffCells = 4'000'000;
 
 std::string errno_text(int error) { return std::strerror(error); }
 
-// Owns a file descriptor so every early return closes it.
-class Fd {
-  public:
-    explicit Fd(int fd) : fd_(fd) {}
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    ~Fd() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    int get() const { return fd_; }
-    // Closes now so a failing close (possible on some filesystems) is reported.
-    int release_and_close() {
-        const int result = ::close(fd_);
-        fd_ = -1;
-        return result;
-    }
-
-  private:
-    int fd_;
-};
-
 std::string join_path(const std::string& dir, std::string_view name) { return dir + "/" + std::string(name); }
 
 Status fsync_dir(const std::string& dir) {
-    Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fd.get() < 0) return Error{"cannot open directory " + dir + ": " + errno_text(errno)};
     if (::fsync(fd.get()) != 0) return Error{"cannot fsync directory " + dir + ": " + errno_text(errno)};
     return ok_status();
@@ -67,7 +48,7 @@ Status fsync_dir(const std::string& dir) {
 Status write_file_durably(const std::string& dir, std::string_view name, std::string_view content) {
     const std::string path = join_path(dir, name);
     const std::string temp = path + std::string(kTempSuffix);
-    Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0) return Error{"cannot create " + temp + ": " + errno_text(errno)};
     size_t written = 0;
     while (written < content.size()) {
@@ -77,14 +58,14 @@ Status write_file_durably(const std::string& dir, std::string_view name, std::st
         written += static_cast<size_t>(n);
     }
     if (::fsync(fd.get()) != 0) return Error{"cannot fsync " + temp + ": " + errno_text(errno)};
-    if (fd.release_and_close() != 0) return Error{"cannot close " + temp + ": " + errno_text(errno)};
+    if (fd.close() != 0) return Error{"cannot close " + temp + ": " + errno_text(errno)};
     if (::rename(temp.c_str(), path.c_str()) != 0)
         return Error{"cannot rename " + temp + " to " + path + ": " + errno_text(errno)};
     return fsync_dir(dir);
 }
 
 Result<std::string> read_file(const std::string& path) {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) return Error{"cannot read " + path + ": " + errno_text(errno)};
     std::string content;
     char buffer[65536];
