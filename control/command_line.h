@@ -22,16 +22,19 @@ namespace sluice {
 // The exit status of a usage error (sluicectl's too: README, exit codes).
 inline constexpr int kUsageErrorExit = 2;
 
-// Call before declaring options. The usage line is CLI11's ("Usage: NAME
-// [OPTIONS] ...") unless `usage` replaces what follows "Usage: ".
+// Call before declaring options. An empty `version` adds no --version. The
+// usage line is CLI11's ("Usage: NAME [OPTIONS] ...") unless `usage`
+// replaces what follows "Usage: " (in the top command's help only).
 inline void prepare_command_line(CLI::App& app, const std::string& version, std::string usage = {}) {
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    app.set_version_flag("--version", app.get_name() + " " + version);
+    if (!version.empty()) app.set_version_flag("--version", app.get_name() + " " + version);
     class Formatter : public CLI::Formatter {
       public:
         explicit Formatter(std::string usage) : usage_(std::move(usage)) { column_width(34); }
         std::string make_usage(const CLI::App* app, std::string name) const override {
-            return usage_.empty() ? CLI::Formatter::make_usage(app, std::move(name)) : "Usage: " + usage_ + "\n";
+            // Subcommands share the formatter and keep CLI11's usage line.
+            if (usage_.empty() || app->get_parent() != nullptr) return CLI::Formatter::make_usage(app, std::move(name));
+            return "Usage: " + usage_ + "\n";
         }
 
       private:
