@@ -27,22 +27,6 @@ namespace sluice::bench {
 
 std::atomic<bool> g_interrupted{false};
 
-Result<uint64_t> Options::number(const std::string& name, uint64_t fallback) const {
-    const auto it = values.find(name);
-    if (it == values.end()) return fallback;
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long value = std::strtoull(it->second.c_str(), &end, 10);
-    if (errno != 0 || end == it->second.c_str() || *end != '\0' || it->second[0] == '-')
-        return Error{"--" + name + ": expected a non-negative integer, got \"" + it->second + "\"", name};
-    return static_cast<uint64_t>(value);
-}
-
-std::string Options::text(const std::string& name, const std::string& fallback) const {
-    const auto it = values.find(name);
-    return it == values.end() ? fallback : it->second;
-}
-
 void Table::print() const {
     std::vector<size_t> width(header.size(), 0);
     for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// What every sluice-bench subcommand shares: options, the report (a table on
+// What every sluice-bench subcommand shares: the report (a table on
 // stdout and a JSON document), the machine description, Ctrl-C handling, and
 // the BPF plumbing to run a program under BPF_PROG_TEST_RUN and to load a
 // second instance of the sluice program over an XdpDataplane's maps.
@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -28,17 +27,6 @@ struct probe_bpf;
 namespace sluice::bench {
 
 using Json = nlohmann::ordered_json;
-
-// Command-line options after the subcommand: --name value, or --flag.
-struct Options {
-    bool smoke = false;                         // seconds, not minutes: small sizes, short runs
-    std::string json_path;                      // --json PATH; empty writes no JSON
-    std::map<std::string, std::string> values;  // every other --name value
-
-    // The value of --name as a number, or fallback when absent.
-    Result<uint64_t> number(const std::string& name, uint64_t fallback) const;
-    std::string text(const std::string& name, const std::string& fallback) const;
-};
 
 // One table of the report: printed aligned on stdout.
 struct Table {

@@ -57,24 +57,14 @@ double median(std::vector<double> values) {
 
 }  // namespace
 
-Status run_decide(const Options& options, Json& report) {
-    auto repeat = options.number("repeat", options.smoke ? 500'000 : 2'000'000);
-    auto rounds = options.number("rounds", options.smoke ? 3 : 21);
-    auto many = options.number("sources", options.smoke ? 1u << 12 : 1u << 20);
-    if (!repeat) return repeat.error();
-    if (!rounds) return rounds.error();
-    if (!many) return many.error();
-    const uint64_t sources = many.value();
-    if (sources < 2 || sources > (1u << 24) || (sources & (sources - 1)) != 0)
-        return Error{"--sources must be a power of two in 2..16777216 (the source is 10.0.0.0 + counter & (sources-1))",
-                     "sources"};
-    if (repeat.value() == 0 || repeat.value() > INT32_MAX || rounds.value() == 0)
-        return Error{"--repeat must be 1..2147483647 and --rounds at least 1"};
+Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Json& report) {
+    const uint32_t repeat = options.repeat, sources = options.sources;
+    const uint64_t rounds = options.rounds;
 
     const int cpu = pin_to_current_cpu();
     std::vector<Traffic> traffic = {{"hot source, IPv4", false, 1}, {"hot source, IPv6", true, 1}};
     if (sources > (1u << 16)) traffic.push_back({"many sources, IPv4", false, 1u << 16});
-    traffic.push_back({"many sources, IPv4", false, static_cast<uint32_t>(sources)});
+    traffic.push_back({"many sources, IPv4", false, sources});
 
     // One dataplane per accuracy mode and table size. Hot sources and 64K
     // run on the default table (2^20 entries); larger counts on tables with
@@ -142,21 +132,19 @@ Status run_decide(const Options& options, Json& report) {
         }
         c.call_ns = median(calls) - 2 * ns.value() / warm_up;
     }
-    for (uint64_t round = 0; round < rounds.value(); ++round) {
+    for (uint64_t round = 0; round < rounds; ++round) {
         for (auto& c : cases) {
             if (auto status = check_interrupted(); !status) return status;
             uint32_t kernel_ns = 0;
-            auto ns = test_run_cpu_ns(c.fd, udp_frame(c.traffic->ipv6), static_cast<uint32_t>(repeat.value()), nullptr,
-                                      &kernel_ns);
+            auto ns = test_run_cpu_ns(c.fd, udp_frame(c.traffic->ipv6), repeat, nullptr, &kernel_ns);
             if (!ns) return ns.error();
-            c.ns.push_back((ns.value() - c.call_ns) / static_cast<double>(repeat.value()));
+            c.ns.push_back((ns.value() - c.call_ns) / static_cast<double>(repeat));
             c.kernel.push_back(kernel_ns);
         }
     }
 
-    Table table{"decide: ns per decision under BPF_PROG_TEST_RUN (lowest of " + std::to_string(rounds.value()) +
-                    " rounds of " + std::to_string(repeat.value()) +
-                    " runs), next to the baseline and the probe of the same run",
+    Table table{"decide: ns per decision under BPF_PROG_TEST_RUN (lowest of " + std::to_string(rounds) + " rounds of " +
+                    std::to_string(repeat) + " runs), next to the baseline and the probe of the same run",
                 {"traffic", "sources", "table entries", "baseline ns", "probe ns", "split ns", "lease ns",
                  "lease/baseline", "lease/probe", "split/probe", "lease - baseline ns"},
                 {}};
@@ -190,8 +178,8 @@ Status run_decide(const Options& options, Json& report) {
     }
     table.print();
 
-    report["settings"] = {{"repeat", repeat.value()},
-                          {"rounds", rounds.value()},
+    report["settings"] = {{"repeat", repeat},
+                          {"rounds", rounds},
                           {"timing",
                            "(calling thread's CPU time per BPF_PROG_TEST_RUN call - the median of "
                            "two-run calls) / repeat; the kernel's whole-ns mean per round is kept as "

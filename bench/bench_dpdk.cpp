@@ -149,22 +149,9 @@ struct Case {
 
 }  // namespace
 
-Status run_dpdk(const Options& options, Json& report) {
-    auto sources_opt = options.number("sources", options.smoke ? 1u << 14 : 1u << 20);
-    if (!sources_opt) return sources_opt.error();
-    auto rounds_opt = options.number("rounds", options.smoke ? 1 : 5);
-    if (!rounds_opt) return rounds_opt.error();
-    auto ms_opt = options.number("ms", options.smoke ? 100 : 1000);
-    if (!ms_opt) return ms_opt.error();
-    auto size_opt = options.number("size", 64);
-    if (!size_opt) return size_opt.error();
-    const uint64_t sources = sources_opt.value(), rounds = rounds_opt.value(), size = size_opt.value();
-    const double seconds = static_cast<double>(ms_opt.value()) / 1000.0;
-    if (sources < 2 || sources > (1u << 24) || (sources & (sources - 1)) != 0)
-        return Error{"--sources must be a power of two in 2..16777216", "sources"};
-    if (rounds < 1 || rounds > 1000) return Error{"--rounds must be in 1..1000", "rounds"};
-    if (ms_opt.value() < 1) return Error{"--ms must be at least 1", "ms"};
-    if (size < 60 || size > 1514) return Error{"--size must be a frame size in 60..1514 bytes", "size"};
+Status run_dpdk(const CommonOptions& /*run*/, const DpdkBenchOptions& options, Json& report) {
+    const uint64_t sources = options.sources, rounds = options.rounds, size = options.size;
+    const double seconds = static_cast<double>(options.ms) / 1000.0;
 
     // One lcore, the CPU we are on: the EAL pins this thread to it.
     const int cpu = sched_getcpu();

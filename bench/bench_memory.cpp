@@ -110,15 +110,8 @@ Json fill_json(const Fill& f) {
 
 }  // namespace
 
-Status run_memory(const Options& options, Json& report) {
-    auto capacity_opt = options.number("capacity", options.smoke ? 1u << 14 : 1u << 20);
-    auto capacity6_opt = options.number("capacity6", options.smoke ? 1u << 12 : 1u << 16);
-    if (!capacity_opt) return capacity_opt.error();
-    if (!capacity6_opt) return capacity6_opt.error();
-    const uint64_t capacity = capacity_opt.value(), capacity6 = capacity6_opt.value();
-    for (uint64_t c : {capacity, capacity6})
-        if (c < 1024 || c > (1u << 24) || (c & (c - 1)) != 0)
-            return Error{"--capacity and --capacity6 must be powers of two in 1024..16777216", "capacity"};
+Status run_memory(const CommonOptions& /*run*/, const MemoryOptions& options, Json& report) {
+    const uint64_t capacity = options.capacity, capacity6 = options.capacity6;
     pin_to_current_cpu();
 
     std::vector<Fill> fills;

@@ -531,18 +531,6 @@ class Generator {
 
 // ---- the run ------------------------------------------------------------------
 
-Result<std::vector<uint64_t>> parse_list(const std::string& text, const std::string& name) {
-    std::vector<uint64_t> values;
-    std::istringstream in(text);
-    for (std::string item; std::getline(in, item, ',');) {
-        char* end = nullptr;
-        const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0') return Error{"--" + name + ": \"" + item + "\" is not a number", name};
-        values.push_back(v);
-    }
-    return values;
-}
-
 // What an exact limiter would have admitted of `decided` packets spread over
 // the sources by their shares, in `seconds`: per source min(its packets,
 // burst + rate * seconds).
@@ -605,39 +593,15 @@ Status write_plot(const std::string& json_path, const Json& results, const std::
 
 }  // namespace
 
-Status run_veth(const Options& options, Json& report) {
+Status run_veth(const CommonOptions& common, const VethOptions& options, Json& report) {
     for (const char* tool : {"ip", "ethtool", "nft", "iptables", "iptables-save"})
         if (auto status = require_tool(tool); !status) return status;
-    auto whole_seconds = options.number("seconds", 5);
-    if (!whole_seconds) return whole_seconds.error();
-    if (whole_seconds.value() == 0 || whole_seconds.value() > 3600)
-        return Error{"--seconds must be 1..3600", "seconds"};
     // A smoke run only has to produce figures: 0.3 s per receiver.
-    const double seconds = options.smoke ? 0.3 : static_cast<double>(whole_seconds.value());
-    auto rate = options.number("rate", 1000);
-    auto burst = options.number("burst", 2000);
-    if (!rate) return rate.error();
-    if (!burst) return burst.error();
-    const Limit limit{rate.value(), burst.value()};
-    if (limit.rate == 0 || limit.rate > 1'000'000 || limit.burst == 0 || limit.burst > 10000)
-        return Error{"--rate must be 1..1000000 and --burst 1..10000 (hashlimit's limits)"};
-    auto source_list = parse_list(options.text("sources", options.smoke ? "1,4096" : "1,65536,1048576"), "sources");
-    if (!source_list) return source_list.error();
-    for (const uint64_t n : source_list.value())
-        if (n == 0 || n > (1u << 20) || (n & (n - 1)) != 0)
-            return Error{"--sources: each count must be a power of two in 1..1048576 (hashlimit's table limit)",
-                         "sources"};
-    const std::string dist_name = options.text("dist", "uniform");
-    if (dist_name != "uniform" && dist_name != "zipf") return Error{"--dist must be uniform or zipf", "dist"};
-    std::vector<std::string> receivers;
-    {
-        std::istringstream in(options.text("receivers", "baseline,sluice,nftables,iptables"));
-        for (std::string r; std::getline(in, r, ',');) {
-            if (r != "baseline" && r != "sluice" && r != "nftables" && r != "iptables")
-                return Error{"--receivers: unknown receiver \"" + r + "\"", "receivers"};
-            receivers.push_back(r);
-        }
-    }
+    const double seconds = common.smoke ? 0.3 : static_cast<double>(options.seconds);
+    const Limit limit{options.rate, options.burst};
+    const std::vector<uint64_t>& source_list = options.sources;
+    const std::string& dist_name = options.dist;
+    const std::vector<std::string>& receivers = options.receivers;
     // The last CPU: the first one takes most of the machine's other work.
     const int cpu = static_cast<int>(std::thread::hardware_concurrency()) - 1;
     const double tick_ns = 1e9 / static_cast<double>(sysconf(_SC_CLK_TCK));
@@ -677,7 +641,7 @@ Status run_veth(const Options& options, Json& report) {
                 {"sources", "receiver", "offered Mpps", "decided Mpps", "decided Mpps/CPU-s", "vs base", "admitted pps",
                  "bound pps", "admitted/bound", "rx ns/pkt", "rx/base", "BPF ns/pkt"},
                 {}};
-    for (const uint64_t n : source_list.value()) {
+    for (const uint64_t n : source_list) {
         Distribution dist{dist_name, static_cast<uint32_t>(n), {}};
         auto gen = Generator::create(tx_link.value(), rx_link.value(), dist);
         if (!gen) return gen.error();
@@ -765,7 +729,7 @@ Status run_veth(const Options& options, Json& report) {
     report["settings"] = {
         {"seconds_per_receiver", seconds},
         {"distribution", dist_name},
-        {"sources", source_list.value()},
+        {"sources", source_list},
         {"rate_pps_per_source", limit.rate},
         {"bucket_packets", limit.burst},
         {"nftables", "netdev ingress, dynamic set, limit rate over <rate>/second burst <bucket> packets"},
@@ -778,9 +742,8 @@ Status run_veth(const Options& options, Json& report) {
          "receiving veth's NAPI poll, the XDP program or the stack up to the verdict and "
          "beyond for admitted packets"}};
     report["results"] = results;
-    if (!options.json_path.empty())
-        if (auto status = write_plot(options.json_path, results, receivers, source_list.value()); !status)
-            return status;
+    if (!common.json_path.empty())
+        if (auto status = write_plot(common.json_path, results, receivers, source_list); !status) return status;
     return ok_status();
 }
 

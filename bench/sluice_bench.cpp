@@ -2,95 +2,197 @@
 // sluice-bench: what Sluice costs, against doing nothing (XDP_DROP) and
 // against nftables and iptables hashlimit, in one run. See bench/README.md.
 #include <cstdio>
-#include <cstring>
-#include <map>
-#include <set>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "bench_subcommands.h"
+#include "command_line.h"
 
 namespace {
 
 using namespace sluice::bench;
 using sluice::Status;
 
-constexpr const char* kUsage = R"(usage: sluice-bench COMMAND [--smoke] [--json PATH] [OPTIONS]
-  decide   ns per decision of sluice vs the XDP_DROP baseline under BPF_PROG_TEST_RUN
-           --repeat N (runs per call, 2000000)  --rounds N (21)  --sources N (many-sources case, 1048576)
-  veth     packets per second on a veth pair: sluice, XDP_DROP, nftables meter, iptables hashlimit
-           --seconds S (5)  --sources LIST (1,65536,1048576)  --dist uniform|zipf (uniform)
-           --rate PPS (per source, 1000)  --burst N (2000)  --receivers LIST (baseline,sluice,nftables,iptables)
-  memory   bytes of the source table per source it holds while fewer than 0.1% of new sources
-           find their sets full
-           --capacity N (IPv4 table entries, 1048576)  --capacity6 N (IPv6 table entries, 65536)
-  dpdk     Mpps on one lcore, sluice-dpdk's dataplane vs a pass-through loop on net_null (DPDK builds)
-           --sources N (many-sources case, 1048576)  --rounds N (5)  --ms MS (per case and round, 1000)
-           --size BYTES (frame, 64)
-  --smoke  seconds instead of minutes, for the test suite (small sizes, short runs)
-  --json   also write the report as JSON to PATH (veth: and a PNG plot next to it)
-Needs root. Prints figures; compare ratios within one run only.
-)";
+// A value out of range exits 1, as when the subcommands checked them.
+constexpr int kBadValueExit = 1;
+
+std::string text(uint64_t value) { return std::to_string(value); }
+std::string text(const std::vector<uint64_t>& values) {
+    std::string joined;
+    for (const uint64_t value : values) joined += (joined.empty() ? "" : ",") + std::to_string(value);
+    return joined;
+}
+
+// A power of two in min..max.
+CLI::Validator power_of_two(uint64_t min, uint64_t max) {
+    const std::string range = "[" + text(min) + " - " + text(max) + "]";
+    return CLI::Validator(
+        [min, max, range](std::string& input) -> std::string {
+            uint64_t value = 0;
+            if (CLI::detail::lexical_cast(input, value) && value >= min && value <= max && (value & (value - 1)) == 0)
+                return {};
+            return "Value " + input + " is not a power of two in " + range;
+        },
+        "power of two in " + range);
+}
+
+CLI::Validator at_least(uint64_t min) {
+    return CLI::Validator(
+        [min](std::string& input) -> std::string {
+            uint64_t value = 0;
+            if (CLI::detail::lexical_cast(input, value) && value >= min) return {};
+            return "Value " + input + " is not a number >= " + text(min);
+        },
+        ">= " + text(min));
+}
+
+// One subcommand on the command line: its options start at a full run's
+// values (which --help shows); with --smoke, those not given take the smaller
+// values declared with them.
+class Subcommand {
+  public:
+    using Measure = std::function<Status(Json& report)>;
+
+    Subcommand(CLI::App& bench, const std::string& name, const std::string& description, CommonOptions& common,
+               const std::string& json_help, Measure measure)
+        : app_(bench.add_subcommand(name, description)), measure_(std::move(measure)) {
+        app_->add_flag("--smoke", common.smoke,
+                       "seconds instead of minutes, for the test suite (small sizes, short runs)");
+        app_->add_option("--json", common.json_path, json_help)->type_name("PATH");
+    }
+
+    // --name TYPE, into `value`.
+    template <class T>
+    CLI::Option* option(const std::string& name, const std::string& type, T& value, const std::string& help) {
+        return app_->add_option(name, value, help)->type_name(type)->capture_default_str();
+    }
+    template <class T>
+    CLI::Option* option(const std::string& name, const std::string& type, T& value, T smoke, const std::string& help) {
+        CLI::Option* added = option(name, type, value, help + " (--smoke: " + text(smoke) + ")");
+        smoke_.push_back([added, &value, smoke] {
+            if (added->count() == 0) value = smoke;
+        });
+        return added;
+    }
+
+    const std::string& name() const { return app_->get_name(); }
+    bool chosen() const { return app_->parsed(); }
+    Status measure(bool smoke, Json& report) const {
+        if (smoke)
+            for (const auto& take : smoke_) take();
+        return measure_(report);
+    }
+
+  private:
+    CLI::App* app_;
+    Measure measure_;
+    std::vector<std::function<void()>> smoke_;
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-        std::fputs(kUsage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    const std::string command = argv[1];
-    Status (*run)(const Options&, Json&) = command == "decide"   ? run_decide
-                                           : command == "veth"   ? run_veth
-                                           : command == "memory" ? run_memory
+    CLI::App app{
+        "What Sluice costs, against doing nothing (XDP_DROP) and against nftables and iptables hashlimit,\n"
+        "in one run (bench/README.md).",
+        "sluice-bench"};
+    // No --version; the command is checked after parsing, so that an unknown
+    // one is named as such.
+    sluice::prepare_command_line(app, "", "sluice-bench COMMAND [OPTIONS]");
+    const std::string json_help = "also write the report as JSON to PATH";
+
+    CommonOptions common;
+    DecideOptions decide;
+    Subcommand decide_command(app, "decide",
+                              "ns per decision of sluice vs the XDP_DROP baseline under BPF_PROG_TEST_RUN", common,
+                              json_help, [&](Json& report) { return run_decide(common, decide, report); });
+    decide_command.option("--repeat", "N", decide.repeat, uint32_t{500'000}, "runs per BPF_PROG_TEST_RUN call")
+        ->check(CLI::Range(uint32_t{1}, uint32_t{INT32_MAX}));
+    decide_command.option("--rounds", "N", decide.rounds, uint64_t{3}, "rounds of every case")->check(at_least(1));
+    decide_command
+        .option("--sources", "N", decide.sources, uint32_t{1} << 12,
+                "the many-sources case (the source is 10.0.0.0 + counter & (N-1))")
+        ->check(power_of_two(2, 1u << 24));
+
+    VethOptions veth;
+    Subcommand veth_command(
+        app, "veth", "packets per second on a veth pair: sluice, XDP_DROP, nftables meter, iptables hashlimit", common,
+        json_help + ", and a PNG plot next to it", [&](Json& report) { return run_veth(common, veth, report); });
+    veth_command.option("--seconds", "S", veth.seconds, "per receiver (a --smoke run takes 0.3)")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{3600}));
+    veth_command
+        .option("--sources", "LIST", veth.sources, std::vector<uint64_t>{1, 4096},
+                "source counts, comma-separated (hashlimit's table holds at most 2^20)")
+        ->delimiter(',')
+        ->check(power_of_two(1, 1u << 20));
+    veth_command.option("--dist", "NAME", veth.dist, "how packets spread over the sources")
+        ->check(CLI::IsMember({"uniform", "zipf"}));
+    veth_command.option("--rate", "PPS", veth.rate, "packets per second per source (hashlimit's limit)")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000}));
+    veth_command.option("--burst", "N", veth.burst, "bucket depth in packets (hashlimit's limit)")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{10'000}));
+    veth_command.option("--receivers", "LIST", veth.receivers, "the receivers to measure, comma-separated")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"baseline", "sluice", "nftables", "iptables"}));
+
+    MemoryOptions memory;
+    Subcommand memory_command(
+        app, "memory", "bytes of the source table per source held while under 0.1% of new sources find their sets full",
+        common, json_help, [&](Json& report) { return run_memory(common, memory, report); });
+    memory_command.option("--capacity", "N", memory.capacity, uint32_t{1} << 14, "IPv4 table entries")
+        ->check(power_of_two(1024, 1u << 24));
+    memory_command.option("--capacity6", "N", memory.capacity6, uint32_t{1} << 12, "IPv6 table entries")
+        ->check(power_of_two(1024, 1u << 24));
+
 #ifdef SLUICE_BENCH_DPDK
-                                           : command == "dpdk" ? run_dpdk
+    DpdkBenchOptions dpdk;
+    Subcommand dpdk_command(app, "dpdk",
+                            "Mpps on one lcore, sluice-dpdk's dataplane vs a pass-through loop on net_null", common,
+                            json_help, [&](Json& report) { return run_dpdk(common, dpdk, report); });
+    dpdk_command.option("--sources", "N", dpdk.sources, uint32_t{1} << 14, "the many-sources case")
+        ->check(power_of_two(2, 1u << 24));
+    dpdk_command.option("--rounds", "N", dpdk.rounds, uint32_t{1}, "rounds of every case")
+        ->check(CLI::Range(uint32_t{1}, uint32_t{1000}));
+    dpdk_command.option("--ms", "MS", dpdk.ms, uint64_t{100}, "per case and round")->check(at_least(1));
+    dpdk_command.option("--size", "BYTES", dpdk.size, "frame bytes")->check(CLI::Range(uint32_t{60}, uint32_t{1514}));
 #endif
-                                                               : nullptr;
-    if (!run) {
-        std::fprintf(stderr, "sluice-bench: unknown command \"%s\"\n%s", command.c_str(), kUsage);
-        return 2;
+
+    // After the subcommands, which would inherit it.
+    app.footer(
+        "`sluice-bench COMMAND --help` lists a command's options. Needs root. Prints figures; compare\n"
+        "ratios within one run only.");
+    if (const auto exit = sluice::parse_command_line(app, argc, argv, kBadValueExit)) return *exit;
+
+    const std::vector<const Subcommand*> commands = {&decide_command, &veth_command, &memory_command,
+#ifdef SLUICE_BENCH_DPDK
+                                                     &dpdk_command
+#endif
+    };
+    const Subcommand* chosen = nullptr;
+    std::string names;
+    for (const Subcommand* command : commands) {
+        if (command->chosen()) chosen = command;
+        names += (names.empty() ? "" : ", ") + command->name();
     }
-    const std::map<std::string, std::set<std::string>> known = {
-        {"decide", {"repeat", "rounds", "sources"}},
-        {"veth", {"seconds", "sources", "dist", "rate", "burst", "receivers"}},
-        {"memory", {"capacity", "capacity6"}},
-        {"dpdk", {"sources", "rounds", "ms", "size"}}};
-    Options options;
-    for (int i = 2; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--smoke") {
-            options.smoke = true;
-        } else if (arg.rfind("--", 0) == 0 && i + 1 < argc) {
-            const std::string value = argv[++i];
-            if (arg == "--json") {
-                options.json_path = value;
-            } else if (known.at(command).count(arg.substr(2))) {
-                options.values[arg.substr(2)] = value;
-            } else {
-                std::fprintf(stderr, "sluice-bench %s: unknown option %s\n%s", command.c_str(), arg.c_str(), kUsage);
-                return 2;
-            }
-        } else {
-            std::fprintf(stderr, "sluice-bench: %s: expected --smoke or --NAME VALUE\n%s", arg.c_str(), kUsage);
-            return 2;
-        }
-    }
+    if (chosen == nullptr) return sluice::usage_error("sluice-bench", "a command is required: " + names);
+    const std::string& command = chosen->name();
 
     install_interrupt_handlers();
     Json report;
     report["subcommand"] = command;
-    report["smoke"] = options.smoke;
+    report["smoke"] = common.smoke;
     report["machine"] = machine_description();
-    if (auto status = run(options, report); !status) {
+    if (auto status = chosen->measure(common.smoke, report); !status) {
         std::fprintf(stderr, "sluice-bench %s: %s\n", command.c_str(), status.error().message.c_str());
         return 1;
     }
-    if (!options.json_path.empty()) {
-        if (auto status = write_json(options.json_path, report); !status) {
+    if (!common.json_path.empty()) {
+        if (auto status = write_json(common.json_path, report); !status) {
             std::fprintf(stderr, "sluice-bench: %s\n", status.error().message.c_str());
             return 1;
         }
-        std::printf("\nwrote %s\n", options.json_path.c_str());
+        std::printf("\nwrote %s\n", common.json_path.c_str());
     }
     return 0;
 }

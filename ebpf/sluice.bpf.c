@@ -510,4 +510,8 @@ int sluice_xdp(struct xdp_md *ctx)
 	return account(class_id, d, pkt.frame_len, &key);
 }
 
-char LICENSE[] SEC("license") = "Dual BSD/GPL";
+/* The licence is the SPDX line's: GPL-2.0 OR Apache-2.0. The kernel reads this
+ * string only to allow GPL-only helpers and has no spelling for a GPL/Apache
+ * dual licence, so it names the GPL-2.0 side ("GPL v2", version 2 only, as
+ * SPDX's GPL-2.0). */
+char LICENSE[] SEC("license") = "GPL v2";

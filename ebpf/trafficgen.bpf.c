@@ -45,4 +45,5 @@ int trafficgen_xdp(struct xdp_md *ctx)
 	return bpf_redirect(tg_ifindex, 0);
 }
 
-char LICENSE[] SEC("license") = "Dual BSD/GPL";
+/* The GPL-2.0 side of the SPDX line, as in sluice.bpf.c. */
+char LICENSE[] SEC("license") = "GPL v2";

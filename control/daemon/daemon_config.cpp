@@ -13,8 +13,10 @@
 namespace sluice {
 namespace {
 
+// sluiced asks for more than the table's own minimum: below 1024 entries a
+// host's sources in debt would not fit.
 constexpr uint32_t kMinSourceCapacity = 1024;
-constexpr uint32_t kMaxSourceCapacity = SLUICE_SOURCE_SETS_MAX * SLUICE_SET_WAYS;
+constexpr uint32_t kMaxSourceCapacity = SLUICE_SOURCE_CAPACITY_MAX;
 
 std::string where(std::string_view path, const toml::source_region& region) {
     return std::string(path) + ":" + std::to_string(region.begin.line) + ":" + std::to_string(region.begin.column);

@@ -12,6 +12,7 @@
 
 #include "logger.h"
 #include "result.h"
+#include "sluice/abi.h"
 #include "xdp_dataplane.h"
 
 namespace sluice {
@@ -30,7 +31,7 @@ struct DaemonConfig {
     std::string metrics_address = "127.0.0.1:9464";
     LogLevel log_level = LogLevel::info;
     bool detach_on_exit = false;
-    uint32_t source_capacity = 1u << 20;  // source table entries (8 bytes each)
+    uint32_t source_capacity = SLUICE_SOURCE_CAPACITY_DEFAULT;  // source table entries (8 bytes each)
     std::vector<InterfaceConfig> interfaces;
 };
 

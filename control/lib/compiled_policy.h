@@ -31,8 +31,8 @@ struct CompiledPolicy {
     const sluice_class_entry* find_class(uint32_t class_id) const;
 };
 
-// Limits of one policy, from the dataplane's tables.
-inline constexpr size_t kMaxPrefixesPerFamily = 4096;
+// Limits of one policy, from the dataplane's tables (abi.h).
+inline constexpr size_t kMaxPrefixesPerFamily = SLUICE_MAX_PREFIXES_PER_FAMILY;
 // The shortest max_delay a shaped class may have (the policy file counts in ms).
 inline constexpr uint64_t kMinShapeDelayNs = 1'000'000;
 

@@ -7,7 +7,8 @@
 
 namespace sluice {
 
-// Owns one file descriptor; closes it when dropped.
+// Owns one file descriptor; closes it when dropped. The one fd owner of the
+// project: sockets, BPF objects, files.
 class UniqueFd {
   public:
     UniqueFd() = default;
@@ -30,6 +31,9 @@ class UniqueFd {
         if (fd_ >= 0) ::close(fd_);
         fd_ = -1;
     }
+    // Closes now and returns close()'s result (errno set on -1), for callers
+    // that must report a failing close (a write's last error can surface there).
+    int close() { return fd_ < 0 ? 0 : ::close(std::exchange(fd_, -1)); }
 
   private:
     int fd_ = -1;

@@ -9,15 +9,19 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <ctime>
 #include <exception>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <system_error>
+
+#include "unique_fd.h"
 
 namespace sluice {
 namespace {
@@ -32,31 +36,10 @@ constexpr size_t kMaxDiffCells = 4'000'000;
 
 std::string errno_text(int error) { return std::strerror(error); }
 
-// Owns a file descriptor so every early return closes it.
-class Fd {
-  public:
-    explicit Fd(int fd) : fd_(fd) {}
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    ~Fd() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    int get() const { return fd_; }
-    // Closes now so a failing close (possible on some filesystems) is reported.
-    int release_and_close() {
-        const int result = ::close(fd_);
-        fd_ = -1;
-        return result;
-    }
-
-  private:
-    int fd_;
-};
-
 std::string join_path(const std::string& dir, std::string_view name) { return dir + "/" + std::string(name); }
 
 Status fsync_dir(const std::string& dir) {
-    Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fd.get() < 0) return Error{"cannot open directory " + dir + ": " + errno_text(errno)};
     if (::fsync(fd.get()) != 0) return Error{"cannot fsync directory " + dir + ": " + errno_text(errno)};
     return ok_status();
@@ -67,7 +50,7 @@ Status fsync_dir(const std::string& dir) {
 Status write_file_durably(const std::string& dir, std::string_view name, std::string_view content) {
     const std::string path = join_path(dir, name);
     const std::string temp = path + std::string(kTempSuffix);
-    Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0) return Error{"cannot create " + temp + ": " + errno_text(errno)};
     size_t written = 0;
     while (written < content.size()) {
@@ -77,14 +60,14 @@ Status write_file_durably(const std::string& dir, std::string_view name, std::st
         written += static_cast<size_t>(n);
     }
     if (::fsync(fd.get()) != 0) return Error{"cannot fsync " + temp + ": " + errno_text(errno)};
-    if (fd.release_and_close() != 0) return Error{"cannot close " + temp + ": " + errno_text(errno)};
+    if (fd.close() != 0) return Error{"cannot close " + temp + ": " + errno_text(errno)};
     if (::rename(temp.c_str(), path.c_str()) != 0)
         return Error{"cannot rename " + temp + " to " + path + ": " + errno_text(errno)};
     return fsync_dir(dir);
 }
 
 Result<std::string> read_file(const std::string& path) {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) return Error{"cannot read " + path + ": " + errno_text(errno)};
     std::string content;
     char buffer[65536];
@@ -112,20 +95,8 @@ std::optional<T> parse_number(std::string_view text) {
     return value;
 }
 
-// Meta values are one line each: escape what would break that.
-std::string escape_value(std::string_view value) {
-    std::string out;
-    for (char c : value) {
-        if (c == '\\')
-            out += "\\\\";
-        else if (c == '\n')
-            out += "\\n";
-        else
-            out += c;
-    }
-    return out;
-}
-
+// The meta format before JSON (see version_store.h): values escaped '\\' and
+// newline as "\\\\" and "\\n". Read, never written.
 std::optional<std::string> unescape_value(std::string_view value) {
     std::string out;
     for (size_t i = 0; i < value.size(); i++) {
@@ -144,17 +115,65 @@ std::optional<std::string> unescape_value(std::string_view value) {
     return out;
 }
 
+// A .meta file's JSON: everything but the canonical and source texts.
 std::string meta_text(const PolicyVersion& version) {
-    std::string text = "version=" + std::to_string(version.version) + "\n";
-    text += "sha256=" + version.sha256 + "\n";
-    text += "origin=" + escape_value(version.origin) + "\n";
-    text += "applied_unix_s=" + std::to_string(version.applied_unix_s) + "\n";
-    for (const auto& [name, id] : version.class_ids) text += "class=" + std::to_string(id) + " " + name + "\n";
-    return text;
+    nlohmann::ordered_json meta;
+    meta["version"] = version.version;
+    meta["sha256"] = version.sha256;
+    meta["origin"] = version.origin;
+    meta["applied_unix_s"] = version.applied_unix_s;
+    meta["class_ids"] = version.class_ids;
+    // Origin is free text: bytes that are not UTF-8 become U+FFFD rather than
+    // failing the commit.
+    return meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-// Fills everything but canonical and source from a .meta file's text.
-Result<PolicyVersion> parse_meta(std::string_view text, const std::string& path) {
+// Fills everything but canonical and source from a .meta file's JSON.
+Result<PolicyVersion> parse_meta_json(std::string_view text, const std::string& path) {
+    nlohmann::json meta;
+    try {
+        meta = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& error) {
+        // what() is "[json.exception.parse_error.101] parse error at line 1, ...".
+        const std::string what = error.what();
+        return Error{path + ": not valid JSON: " + what.substr(what.find(']') + 2)};
+    }
+    if (!meta.is_object()) return Error{path + ": expected a JSON object"};
+    auto field = [&](const char* key, bool (nlohmann::json::*is_type)() const,
+                     const char* expected) -> Result<const nlohmann::json*> {
+        const auto found = meta.find(key);
+        if (found == meta.end()) return Error{path + ": \"" + key + "\" is missing"};
+        if (!((*found).*is_type)()) return Error{path + ": \"" + key + "\" is not " + expected};
+        return &*found;
+    };
+    PolicyVersion out;
+    auto version = field("version", &nlohmann::json::is_number_unsigned, "a positive integer");
+    if (!version) return version.error();
+    out.version = version.value()->get<uint64_t>();
+    if (out.version == 0) return Error{path + ": \"version\" is not a positive integer"};
+    auto sha256 = field("sha256", &nlohmann::json::is_string, "a string");
+    if (!sha256) return sha256.error();
+    out.sha256 = sha256.value()->get<std::string>();
+    auto origin = field("origin", &nlohmann::json::is_string, "a string");
+    if (!origin) return origin.error();
+    out.origin = origin.value()->get<std::string>();
+    auto applied = field("applied_unix_s", &nlohmann::json::is_number_integer, "an integer");
+    if (!applied) return applied.error();
+    out.applied_unix_s = applied.value()->get<int64_t>();
+    auto classes = field("class_ids", &nlohmann::json::is_object, "an object of class name to id");
+    if (!classes) return classes.error();
+    for (const auto& [name, id] : classes.value()->items()) {
+        if (!id.is_number_unsigned() || id.get<uint64_t>() > UINT32_MAX)
+            return Error{path + ": \"class_ids\".\"" + name + "\" is not a class id"};
+        out.class_ids[name] = id.get<uint32_t>();
+    }
+    // Other keys are ignored, so a newer daemon's extra fields do not stop an older one.
+    return out;
+}
+
+// Fills everything but canonical and source from a .meta file in the format
+// before JSON: key=value lines.
+Result<PolicyVersion> parse_legacy_meta(std::string_view text, const std::string& path) {
     PolicyVersion out;
     std::set<std::string> seen;
     size_t line_number = 0;
@@ -197,6 +216,12 @@ Result<PolicyVersion> parse_meta(std::string_view text, const std::string& path)
     for (const char* required : {"version", "sha256", "origin", "applied_unix_s"})
         if (!seen.count(required)) return Error{path + ": " + required + "= is missing"};
     return out;
+}
+
+// The format before JSON begins with a key ("version="); JSON cannot.
+bool is_legacy_meta(std::string_view text) {
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    return first != std::string_view::npos && std::isalpha(static_cast<unsigned char>(text[first]));
 }
 
 // The formatter writes inline tables inline and arrays of inline tables as
@@ -361,7 +386,8 @@ Result<VersionStore> VersionStore::open(const std::string& state_dir) {
         const std::string meta_path = stem + ".meta";
         auto meta = read_file(meta_path);
         if (!meta) return meta.error();
-        auto version = parse_meta(meta.value(), meta_path);
+        const bool legacy = is_legacy_meta(meta.value());
+        auto version = legacy ? parse_legacy_meta(meta.value(), meta_path) : parse_meta_json(meta.value(), meta_path);
         if (!version) return version.error();
         PolicyVersion& loaded = version.value();
         if (loaded.version != number)
@@ -376,6 +402,17 @@ Result<VersionStore> VersionStore::open(const std::string& state_dir) {
         if (sha256_hex(loaded.canonical) != loaded.sha256)
             return Error{stem + ".toml: its SHA-256 is " + sha256_hex(loaded.canonical) + ", " + meta_path + " says " +
                          loaded.sha256 + " (the file was changed or damaged)"};
+        // Written before metas were JSON: rewritten as JSON once it is known
+        // to be whole, so the old format is read once; if that fails it is
+        // read again at the next open.
+        if (legacy) {
+            if (auto written = write_file_durably(store.policies_dir_, file_stem(number) + ".meta", meta_text(loaded));
+                !written)
+                store.warnings_.push_back(meta_path +
+                                          " is in the key=value format of older versions and could not be "
+                                          "rewritten as JSON (" +
+                                          written.error().message + "); it was read as it is");
+        }
         store.versions_.emplace(number, std::move(loaded));
     }
     return store;

@@ -22,10 +22,17 @@
 // directory fsynced:
 //   N.toml    the canonical text
 //   N.source  the text as pushed
-//   N.meta    key=value lines, written last, so a version exists iff its meta
-//             does: version=, sha256=, origin=, applied_unix_s=, and one
-//             "class=<id> <name>" line per class. Values escape '\\' and
-//             newline as "\\\\" and "\\n".
+//   N.meta    a JSON object, written last, so a version exists iff its meta
+//             does: {"version": N, "sha256": "...", "origin": "...",
+//             "applied_unix_s": S, "class_ids": {"<name>": <id>, ...}}.
+//             Keys it does not know are ignored.
+// Before JSON, N.meta was key=value lines (version=, sha256=, origin=,
+// applied_unix_s=, one "class=<id> <name>" per class; '\\' and newline
+// escaped as "\\\\" and "\\n"). open() still reads that format and rewrites
+// each such meta as JSON (durably, as a commit does), so a daemon upgraded
+// over an old state directory keeps its history and reads the old format
+// once; if the rewrite fails, warnings() says so and the old meta is read as
+// it is. A daemon older than JSON metas cannot read them.
 // open() skips what a crash can leave behind (*.tmp files, .toml/.source
 // without a .meta) and says so in warnings(); a committed version whose files
 // are unreadable, inconsistent (hash mismatch) or malformed fails open(), naming

@@ -66,11 +66,10 @@ Status XdpDataplane::load(const XdpOptions& options) {
     const uint32_t period = options.drop_sample_period;
     if (period == 0 || (period & (period - 1)) != 0)
         return Error{"drop sample period " + std::to_string(period) + " is not a power of two"};
-    const uint64_t min_capacity = uint64_t{SLUICE_SOURCE_SETS_MIN} * SLUICE_SET_WAYS;
-    const uint64_t max_capacity = uint64_t{SLUICE_SOURCE_SETS_MAX} * SLUICE_SET_WAYS;
-    if (options.source_capacity < min_capacity || options.source_capacity > max_capacity)
+    if (options.source_capacity < SLUICE_SOURCE_CAPACITY_MIN || options.source_capacity > SLUICE_SOURCE_CAPACITY_MAX)
         return Error{"source table capacity " + std::to_string(options.source_capacity) + " is outside " +
-                     std::to_string(min_capacity) + ".." + std::to_string(max_capacity) + " entries"};
+                     std::to_string(SLUICE_SOURCE_CAPACITY_MIN) + ".." + std::to_string(SLUICE_SOURCE_CAPACITY_MAX) +
+                     " entries"};
     source_sets_ = SLUICE_SOURCE_SETS_MIN;
     while (uint64_t{source_sets_} * SLUICE_SET_WAYS < options.source_capacity) source_sets_ *= 2;
     test_clock_ = options.test_clock;
@@ -88,6 +87,11 @@ Status XdpDataplane::load(const XdpOptions& options) {
     skel_->rodata->sluice_set_mask = source_sets_ - 1;
     if (const int err = bpf_map__set_max_entries(skel_->maps.sluice_sources, source_sets_))
         return syscall_error(SyscallOp::load, "sizing the source table", error_code(err));
+    // The tries hold every policy slot's prefixes: sized here from abi.h, the
+    // number the policy loader enforces, whatever the BPF object says.
+    for (bpf_map* trie : {skel_->maps.sluice_lpm_v4, skel_->maps.sluice_lpm_v6})
+        if (const int err = bpf_map__set_max_entries(trie, SLUICE_POLICY_SLOTS * SLUICE_MAX_PREFIXES_PER_FAMILY))
+            return syscall_error(SyscallOp::load, "sizing the prefix tries", error_code(err));
 
     if (!pin_dir_.empty()) {
         if (mkdir(pin_dir_.c_str(), 0700) != 0 && errno != EEXIST)

@@ -36,10 +36,11 @@ struct XdpOptions {
     // bpf_ktime_get_coarse_ns instead of bpf_ktime_get_ns.
     bool coarse_clock = false;
     // Entries in the source table, rounded up to a power of two of 8-entry
-    // sets (16 .. 2^26 entries; 8 bytes each, whatever the number of CPUs).
-    uint32_t source_capacity = 1u << 20;
+    // sets (SLUICE_SOURCE_CAPACITY_MIN .. _MAX; 8 bytes each, whatever the
+    // number of CPUs).
+    uint32_t source_capacity = SLUICE_SOURCE_CAPACITY_DEFAULT;
     // One drop in this many becomes a ring buffer event; a power of two.
-    uint32_t drop_sample_period = 64;
+    uint32_t drop_sample_period = SLUICE_DROP_SAMPLE_PERIOD_DEFAULT;
     // bpffs directory for maps and links; empty pins nothing. Existing pins
     // there are re-adopted (and refused if their ABI differs).
     std::string pin_dir{};

@@ -48,10 +48,10 @@ struct DpdkOptions {
     // (split accuracy gives each rate/workers and burst/workers).
     uint32_t workers = 1;
     // Entries in the source table all workers share, rounded up to a power
-    // of two of 8-entry sets (16 .. 2^26 entries; 8 bytes each).
-    uint32_t source_capacity = 1u << 20;
+    // of two of 8-entry sets (SLUICE_SOURCE_CAPACITY_MIN .. _MAX; 8 bytes each).
+    uint32_t source_capacity = SLUICE_SOURCE_CAPACITY_DEFAULT;
     // One drop in this many becomes a drop event (hot sources); a power of two.
-    uint32_t drop_sample_period = 64;
+    uint32_t drop_sample_period = SLUICE_DROP_SAMPLE_PERIOD_DEFAULT;
     // Read time from set_test_clock() instead of the TSC.
     bool test_clock = false;
     // NUMA socket for the tables (-1: any).

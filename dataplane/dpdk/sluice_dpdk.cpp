@@ -10,13 +10,13 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 
-#include <charconv>
+#include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "command_line.h"
 #include "daemon.h"
 #include "dpdk_dataplane.h"
 #include "eal.h"
@@ -26,21 +26,12 @@ namespace {
 
 using sluice::LogLevel;
 
-constexpr const char* kUsage = R"(usage: sluice-dpdk [EAL options] -- --rx PORT --tx PORT [OPTIONS]
-Decides every frame received on --rx with the Sluice policy and sends those that pass on --tx
+constexpr const char* kDescription =
+    R"(Decides every frame received on --rx with the Sluice policy and sends those that pass on --tx
 (--rx and --tx may be the same port: one-armed). The EAL's main lcore serves sluicectl and
-metrics; every other lcore is a worker polling its own RX queue (more than one worker needs RSS).
-PORT is a device name (net_ring0, 0000:03:00.0) or a DPDK port id.
-  --rx PORT               port to receive from (required)
-  --tx PORT               port to send passing frames on (required)
-  --socket PATH           control socket (/run/sluice/sluice-dpdk.sock); sluicectl --socket PATH
-  --state-dir DIR         policy versions (/var/lib/sluice-dpdk)
-  --policy FILE           pushed at start and on SIGHUP when its content changed (none)
-  --metrics ADDR          Prometheus endpoint, empty to disable (127.0.0.1:9465)
-  --source-capacity N     entries of the source table all workers share (1048576)
-  --mbufs N               mbufs in the packet pool, frames queued by shaping included (65535)
-  --log-level LEVEL       debug, info, warn or error (info)
-SIGTERM/SIGINT stop it; SIGHUP re-reads --policy.
+metrics; every other lcore is a worker polling its own RX queue (more than one worker needs RSS).)";
+
+constexpr const char* kExamples = R"(SIGTERM/SIGINT stop it; SIGHUP re-reads --policy.
 
 Without a NIC (frames from in.pcap, passing ones to out.pcap; no hugepages):
   sluice-dpdk -l 0-1 --no-huge --no-pci --no-shconf -m 1024 \
@@ -48,8 +39,7 @@ Without a NIC (frames from in.pcap, passing ones to out.pcap; no hugepages):
       --socket /tmp/sluice-dpdk.sock --state-dir /tmp/sluice-dpdk --policy examples/policy.toml
 On two NIC ports bound to vfio-pci, four workers, hugepages set up:
   sluice-dpdk -l 0-4 -a 0000:03:00.0 -a 0000:03:00.1 -- --rx 0000:03:00.0 --tx 0000:03:00.1 \
-      --policy /etc/sluice/policy.toml
-)";
+      --policy /etc/sluice/policy.toml)";
 
 struct Options {
     std::string rx, tx;
@@ -59,69 +49,38 @@ struct Options {
 
 sluice::DaemonSignals g_signals;
 
-int usage(const std::string& problem) {
-    std::fprintf(stderr, "sluice-dpdk: %s\n%s", problem.c_str(), kUsage);
-    return 2;
-}
-
-bool parse_u32(std::string_view text, uint32_t min, uint32_t* out) {
-    uint32_t value = 0;
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (error != std::errc{} || end != text.data() + text.size() || value < min) return false;
-    *out = value;
-    return true;
-}
-
-// The application's arguments (after "--"). Returns an exit code when the
-// process should stop here (usage error: 2, --help: 0), -1 to go on.
-int parse_options(const std::vector<std::string>& args, Options& options) {
+// The application's options (those after "--"), into `options`.
+void declare_options(CLI::App& app, Options& options) {
     options.daemon.socket = "/run/sluice/sluice-dpdk.sock";
     options.daemon.state_dir = "/var/lib/sluice-dpdk";
     // Not sluiced's 9464: both may run on one host.
     options.daemon.metrics_address = "127.0.0.1:9465";
-    for (size_t i = 0; i < args.size(); ++i) {
-        const std::string& arg = args[i];
-        if (arg == "-h" || arg == "--help") {
-            std::fputs(kUsage, stdout);
-            return 0;
-        }
-        if (arg == "--version") {
-            std::printf("sluice-dpdk %s\n", SLUICE_VERSION);
-            return 0;
-        }
-        if (i + 1 >= args.size()) return usage("unknown or incomplete argument \"" + arg + "\"");
-        const std::string& value = args[++i];
-        if (arg == "--rx") {
-            options.rx = value;
-        } else if (arg == "--tx") {
-            options.tx = value;
-        } else if (arg == "--socket") {
-            options.daemon.socket = value;
-        } else if (arg == "--state-dir") {
-            options.daemon.state_dir = value;
-        } else if (arg == "--policy") {
-            options.daemon.policy_file = value;
-        } else if (arg == "--metrics") {
-            options.daemon.metrics_address = value;
-        } else if (arg == "--source-capacity") {
-            constexpr uint32_t kMin = SLUICE_SOURCE_SETS_MIN * SLUICE_SET_WAYS;
-            constexpr uint64_t kMax = uint64_t{SLUICE_SOURCE_SETS_MAX} * SLUICE_SET_WAYS;
-            if (!parse_u32(value, kMin, &options.daemon.source_capacity) || options.daemon.source_capacity > kMax)
-                return usage("--source-capacity \"" + value + "\" is not a number of entries in " +
-                             std::to_string(kMin) + ".." + std::to_string(kMax));
-        } else if (arg == "--mbufs") {
-            if (!parse_u32(value, 1024, &options.mbufs))
-                return usage("--mbufs \"" + value + "\" is not a number >= 1024");
-        } else if (arg == "--log-level") {
-            const auto level = sluice::parse_log_level(value);
-            if (!level) return usage("--log-level \"" + value + "\" is not one of debug, info, warn, error");
-            options.daemon.log_level = *level;
-        } else {
-            return usage("unknown argument \"" + arg + "\"");
-        }
-    }
-    if (options.rx.empty() || options.tx.empty()) return usage("--rx and --tx are required (after \"--\")");
-    return -1;
+    app.add_option("--rx", options.rx, "port to receive from: device name (net_ring0, 0000:03:00.0) or id")
+        ->type_name("PORT")
+        ->required();
+    app.add_option("--tx", options.tx, "port to send passing frames on (may be --rx's)")->type_name("PORT")->required();
+    app.add_option("--socket", options.daemon.socket, "control socket, for sluicectl --socket PATH")
+        ->type_name("PATH")
+        ->capture_default_str();
+    app.add_option("--state-dir", options.daemon.state_dir, "where policy versions are kept")
+        ->type_name("DIR")
+        ->capture_default_str();
+    app.add_option("--policy", options.daemon.policy_file,
+                   "pushed at start, and on SIGHUP if it changed (default: none)")
+        ->type_name("FILE");
+    app.add_option("--metrics", options.daemon.metrics_address, "Prometheus endpoint; empty serves none")
+        ->type_name("ADDR")
+        ->capture_default_str();
+    app.add_option("--source-capacity", options.daemon.source_capacity, "entries of the source table all workers share")
+        ->type_name("N")
+        ->check(CLI::Range(SLUICE_SOURCE_CAPACITY_MIN, SLUICE_SOURCE_CAPACITY_MAX))
+        ->capture_default_str();
+    app.add_option("--mbufs", options.mbufs, "mbufs in the packet pool, frames queued by shaping included")
+        ->type_name("N")
+        ->check(CLI::Range(uint32_t{1024}, UINT32_MAX))
+        ->capture_default_str();
+    sluice::add_log_level_option(app, options.daemon.log_level, "what is logged")
+        ->default_str(std::string(sluice::log_level_name(options.daemon.log_level)));
 }
 
 // What each worker lcore runs.
@@ -172,6 +131,12 @@ int fail(std::string_view message, const sluice::Error& error) {
 }
 
 int run(int argc, char** argv) {
+    CLI::App app{kDescription, "sluice-dpdk"};
+    sluice::prepare_command_line(app, SLUICE_VERSION, "sluice-dpdk [EAL options] -- --rx PORT --tx PORT [OPTIONS]");
+    app.footer(kExamples);
+    Options options;
+    declare_options(app, options);
+
     std::vector<std::string> all(argv, argv + argc);
     // --help must not need an EAL (which may fail here for want of hugepages).
     size_t separator = all.size();
@@ -181,13 +146,13 @@ int run(int argc, char** argv) {
             break;
         }
         if (all[i] == "-h" || all[i] == "--help") {
-            std::fputs(kUsage, stdout);
+            std::fputs(app.help().c_str(), stdout);
             return 0;
         }
     }
-    Options options;
-    const std::vector<std::string> own(all.begin() + static_cast<long>(std::min(separator + 1, all.size())), all.end());
-    if (const int code = parse_options(own, options); code >= 0) return code;
+    if (separator == all.size()) return sluice::usage_error("sluice-dpdk", "--rx and --tx are required (after \"--\")");
+    if (const auto exit = sluice::parse_command_line(app, {all.begin() + static_cast<long>(separator) + 1, all.end()}))
+        return *exit;
     sluice::set_log_level(options.daemon.log_level);
 
     auto eal = sluice::Eal::init(std::vector<std::string>(all.begin(), all.begin() + static_cast<long>(separator)));

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "policy_texts.h"
@@ -427,6 +429,132 @@ TEST_F(VersionStoreTest, ACorruptCommittedVersionFailsOpenNamingTheFile) {
     auto cut = VersionStore::open(dir_);
     ASSERT_FALSE(cut.ok());
     EXPECT_THAT(cut.error().message, HasSubstr("000000000001.meta:2:"));
+}
+
+// ---- the .meta file: JSON, and the key=value format before it ----------------
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST_F(VersionStoreTest, MetaIsAJsonObjectThatRoundTripsEveryField) {
+    const std::string origin = "push by \"uid 0\"\nwith a newline, a \\ backslash, a tab\t and é";
+    {
+        VersionStore store = open_store();
+        push(store, kTwoClasses, origin);
+    }
+    const auto meta = nlohmann::json::parse(read_text(policies() + "/000000000001.meta"));
+    ASSERT_TRUE(meta.is_object()) << meta.dump();
+    EXPECT_EQ(meta.at("version"), 1);
+    EXPECT_EQ(meta.at("origin"), origin);
+    EXPECT_EQ(meta.at("class_ids"), (nlohmann::json{{"default", 1}, {"web", 2}}));
+    EXPECT_GT(meta.at("applied_unix_s").get<int64_t>(), 0);
+
+    VersionStore store = open_store();
+    EXPECT_THAT(store.warnings(), IsEmpty());
+    ASSERT_TRUE(store.current().has_value());
+    const PolicyVersion read = *store.current();
+    EXPECT_EQ(read.version, 1u);
+    EXPECT_EQ(read.origin, origin);
+    EXPECT_EQ(read.sha256, meta.at("sha256"));
+    EXPECT_EQ(read.sha256, sha256_hex(read.canonical));
+    EXPECT_EQ(read.applied_unix_s, meta.at("applied_unix_s").get<int64_t>());
+    EXPECT_EQ(read.class_ids, (Ids{{"default", 1}, {"web", 2}}));
+    EXPECT_EQ(read.source, kTwoClasses);
+}
+
+// A state directory written before metas were JSON: its key=value metas are
+// read, then rewritten as JSON once, and nothing of the history is lost.
+TEST_F(VersionStoreTest, AnOldKeyValueMetaIsReadOnceAndRewrittenAsJson) {
+    PolicyVersion first, second;
+    {
+        VersionStore store = open_store();
+        push(store, kTwoClasses, "push by uid 0");
+        push(store, kWebFaster, "reload\nwith a newline and a \\ backslash");
+        first = store.history()[0];
+        second = store.history()[1];
+    }
+    // What the store wrote before JSON, escapes included.
+    write_text(policies() + "/000000000001.meta", "version=1\nsha256=" + first.sha256 +
+                                                      "\norigin=push by uid 0\napplied_unix_s=1700000000\n"
+                                                      "class=1 default\nclass=2 web\n");
+    write_text(policies() + "/000000000002.meta", "version=2\nsha256=" + second.sha256 +
+                                                      "\norigin=reload\\nwith a newline and a \\\\ backslash\n"
+                                                      "applied_unix_s=1700000100\nclass=1 default\nclass=2 web\n");
+
+    for (int reopen = 0; reopen < 2; reopen++) {
+        VersionStore store = open_store();
+        EXPECT_THAT(store.warnings(), IsEmpty());
+        const auto history = store.history();
+        ASSERT_THAT(history, SizeIs(2));
+        EXPECT_EQ(history[0].origin, "push by uid 0");
+        EXPECT_EQ(history[0].applied_unix_s, 1700000000);
+        EXPECT_EQ(history[1].origin, "reload\nwith a newline and a \\ backslash");
+        EXPECT_EQ(history[1].applied_unix_s, 1700000100);
+        EXPECT_EQ(history[1].class_ids, (Ids{{"default", 1}, {"web", 2}}));
+        EXPECT_EQ(history[1].sha256, second.sha256);
+        EXPECT_TRUE(store.same_as_current(kWebFaster));
+        // After the first open both metas are JSON, holding the same.
+        for (const char* name : {"/000000000001.meta", "/000000000002.meta"}) {
+            const auto meta = nlohmann::json::parse(read_text(policies() + name), nullptr, false);
+            ASSERT_TRUE(meta.is_object()) << name << ": " << read_text(policies() + name);
+        }
+        EXPECT_EQ(nlohmann::json::parse(read_text(policies() + "/000000000002.meta")).at("origin"),
+                  "reload\nwith a newline and a \\ backslash");
+    }
+    // History goes on from the migrated versions.
+    VersionStore store = open_store();
+    EXPECT_EQ(push(store, kTwoClasses), 3u);
+    EXPECT_EQ(store.history()[2].class_ids, (Ids{{"default", 1}, {"web", 2}}));
+}
+
+// When the JSON cannot be written (here its temp file's name is taken by a
+// directory), the old meta is still read, and the store says why it stays.
+TEST_F(VersionStoreTest, AnOldMetaThatCannotBeRewrittenIsStillReadWithAWarning) {
+    std::string sha;
+    {
+        VersionStore store = open_store();
+        push(store, kTwoClasses);
+        sha = store.current()->sha256;
+    }
+    const std::string old_meta = "version=1\nsha256=" + sha + "\norigin=push\napplied_unix_s=5\nclass=1 default\n";
+    write_text(policies() + "/000000000001.meta", old_meta);
+    std::filesystem::create_directory(policies() + "/000000000001.meta.tmp");
+    VersionStore store = open_store();
+    ASSERT_TRUE(store.current().has_value());
+    EXPECT_EQ(store.current()->origin, "push");
+    EXPECT_EQ(store.current()->class_ids, (Ids{{"default", 1}}));
+    EXPECT_THAT(store.warnings(), Contains(AllOf(HasSubstr("000000000001.meta is in the key=value format"),
+                                                 HasSubstr("could not be rewritten as JSON"))));
+    EXPECT_EQ(read_text(policies() + "/000000000001.meta"), old_meta);
+}
+
+TEST_F(VersionStoreTest, ABadJsonMetaFailsOpenNamingTheFileAndTheField) {
+    std::string sha;
+    {
+        VersionStore store = open_store();
+        push(store, kTwoClasses);
+        sha = store.current()->sha256;
+    }
+    const std::string meta = policies() + "/000000000001.meta";
+    const std::pair<std::string, std::string> cases[] = {
+        {"{\"version\": 1, \"sha256\": ", "000000000001.meta: not valid JSON: parse error at line 1, column 26"},
+        {"[1]", "000000000001.meta: expected a JSON object"},
+        {"{\"version\": 1, \"sha256\": \"" + sha + "\", \"applied_unix_s\": 5, \"class_ids\": {}}",
+         "000000000001.meta: \"origin\" is missing"},
+        {"{\"version\": -1, \"sha256\": \"" + sha + "\", \"origin\": \"\", \"applied_unix_s\": 5, \"class_ids\": {}}",
+         "000000000001.meta: \"version\" is not a positive integer"},
+        {"{\"version\": 1, \"sha256\": \"" + sha +
+             "\", \"origin\": \"\", \"applied_unix_s\": 5, \"class_ids\": {\"web\": \"2\"}}",
+         "000000000001.meta: \"class_ids\".\"web\" is not a class id"},
+    };
+    for (const auto& [text, expected] : cases) {
+        write_text(meta, text);
+        auto opened = VersionStore::open(dir_);
+        ASSERT_FALSE(opened.ok()) << text;
+        EXPECT_THAT(opened.error().message, HasSubstr(expected)) << text;
+    }
 }
 
 }  // namespace

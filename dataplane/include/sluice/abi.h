@@ -246,6 +246,12 @@ SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_source_key, addr) == 8,
  * 2^23 (the hash bits that pick them): 16 .. 2^26 entries. */
 #define SLUICE_SOURCE_SETS_MIN 2U
 #define SLUICE_SOURCE_SETS_MAX (1U << 23)
+/* The same bounds in entries (what source_capacity and --source-capacity
+ * accept, rounded up to a power of two of sets), and the capacity a table
+ * gets unless it is told otherwise: 2^20 entries, 8 MiB. */
+#define SLUICE_SOURCE_CAPACITY_MIN (SLUICE_SOURCE_SETS_MIN * SLUICE_SET_WAYS)
+#define SLUICE_SOURCE_CAPACITY_MAX (SLUICE_SOURCE_SETS_MAX * SLUICE_SET_WAYS)
+#define SLUICE_SOURCE_CAPACITY_DEFAULT (1U << 20)
 
 struct sluice_source_set {
 	__u64 entry[SLUICE_SET_WAYS];
@@ -264,6 +270,9 @@ SLUICE_STATIC_ASSERT(sizeof(struct sluice_hash_key) == 48, "sluice_hash_key layo
  * family: the slot is the first 32 bits of the key, always part of the
  * prefix, so a lookup in slot s only ever matches slot s's entries. */
 #define SLUICE_LPM_SLOT_BITS 32
+/* Prefixes one policy may have per address family: the control plane
+ * refuses more, and the XDP tries hold this many per policy slot. */
+#define SLUICE_MAX_PREFIXES_PER_FAMILY 4096U
 
 struct sluice_lpm_v4_key {
 	__u32 prefixlen; /* SLUICE_LPM_SLOT_BITS + address prefix length */
@@ -400,6 +409,10 @@ struct sluice_meta {
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_meta) == 72, "sluice_meta layout");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_meta, hash_key) == 24, "sluice_meta.hash_key offset");
+
+/* Drops are sampled for events: one in this many unless a dataplane is told
+ * otherwise (a power of two). */
+#define SLUICE_DROP_SAMPLE_PERIOD_DEFAULT 64U
 
 /* A sampled drop, sent on a ring buffer for hot-source detection. */
 struct sluice_drop_event {

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+// The documentation states limits and defaults that the code defines once
+// (sluice/abi.h); these tests keep the two from drifting apart.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "sluice/abi.h"
+
+namespace sluice::test {
+namespace {
+
+std::string read_doc(const std::filesystem::path& path) {
+    std::ifstream file(path);
+    EXPECT_TRUE(file) << path;
+    return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+}
+
+const std::filesystem::path kExamples = SLUICE_EXAMPLES_DIR;
+
+// 1048576 -> "1,048,576", as the README writes large counts.
+std::string with_commas(uint64_t value) {
+    std::string digits = std::to_string(value);
+    for (size_t at = digits.size(); at > 3; at -= 3) digits.insert(at - 3, ",");
+    return digits;
+}
+
+// 100000000000 -> "10^11", 4000000000 -> "4·10^9", as the README writes maxima.
+std::string power_of_ten(uint64_t value) {
+    int exponent = 0;
+    while (value % 10 == 0) {
+        value /= 10;
+        exponent++;
+    }
+    return (value == 1 ? "" : std::to_string(value) + "·") + "10^" + std::to_string(exponent);
+}
+
+TEST(DocsConstants, TheReadmeStatesThePolicyLimitsAndDefaultsOfAbiH) {
+    const std::string readme = read_doc(kExamples.parent_path() / "README.md");
+    for (const std::string& stated : {
+             "Limits of one policy: " + std::to_string(SLUICE_MAX_CLASSES - 1) + " classes; " +
+                 std::to_string(SLUICE_MAX_PREFIXES_PER_FAMILY) + " prefixes per address family; rate 1.." +
+                 power_of_ten(SLUICE_RATE_MAX) + " per second;\nburst 1.." + power_of_ten(SLUICE_BURST_MAX),
+             "The default `source_capacity`, " + with_commas(SLUICE_SOURCE_CAPACITY_DEFAULT) + " entries (" +
+                 std::to_string(SLUICE_SOURCE_CAPACITY_DEFAULT * sizeof(__u64) >> 20) + " MiB;",
+             "one drop in " + std::to_string(SLUICE_DROP_SAMPLE_PERIOD_DEFAULT) + " (",
+         })
+        EXPECT_NE(readme.find(stated), std::string::npos) << "README.md should say: " << stated;
+}
+
+TEST(DocsConstants, ThePolicySchemaStatesThePrefixLimit) {
+    const std::string schema = read_doc(kExamples / "policy-schema.md");
+    const std::string count = std::to_string(SLUICE_MAX_PREFIXES_PER_FAMILY);
+    const std::string stated = "At most " + count + " IPv4 and " + count + " IPv6 prefixes in a policy";
+    EXPECT_NE(schema.find(stated), std::string::npos) << "policy-schema.md should say: " << stated;
+}
+
+}  // namespace
+}  // namespace sluice::test
