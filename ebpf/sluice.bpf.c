@@ -106,8 +106,8 @@ struct {
 #include "sluice/decide.h"
 #include "bench_sources.h" /* off unless sluice-bench sets it */
 
-/* Sets in the source table unless the loader says otherwise: 1M entries. */
-#define SLUICE_DEFAULT_SETS (1 << 17)
+/* Sets in the source table unless the loader says otherwise. */
+#define SLUICE_DEFAULT_SETS (SLUICE_SOURCE_CAPACITY_DEFAULT / SLUICE_SET_WAYS)
 
 /* ---- load-time switches (set through the skeleton before load) ----------- */
 
@@ -117,7 +117,7 @@ const volatile __u8 sluice_use_test_clock = 0;
 /* bpf_ktime_get_coarse_ns instead of bpf_ktime_get_ns (see sluice_now). */
 const volatile __u8 sluice_use_coarse_clock = 0;
 /* One drop in (mask + 1) is sent as an event; mask is a power of two minus 1. */
-const volatile __u32 sluice_drop_sample_mask = 63;
+const volatile __u32 sluice_drop_sample_mask = SLUICE_DROP_SAMPLE_PERIOD_DEFAULT - 1;
 /* The source table has mask + 1 sets; the loader sets both. */
 const volatile __u32 sluice_set_mask = SLUICE_DEFAULT_SETS - 1;
 /* The keyed hash's key: drawn by the loader, or the pinned table's own. */
@@ -157,7 +157,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, SLUICE_POLICY_SLOTS * 4096);
+	__uint(max_entries, SLUICE_POLICY_SLOTS * SLUICE_MAX_PREFIXES_PER_FAMILY);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct sluice_lpm_v4_key);
 	__type(value, __u32);
@@ -165,7 +165,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, SLUICE_POLICY_SLOTS * 4096);
+	__uint(max_entries, SLUICE_POLICY_SLOTS * SLUICE_MAX_PREFIXES_PER_FAMILY);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct sluice_lpm_v6_key);
 	__type(value, __u32);

@@ -16,11 +16,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "control_protocol.h"
 #include "verbs.h"
 
 namespace sluice::cli {
 
-inline constexpr std::string_view kDefaultSocketPath = "/run/sluice/sluiced.sock";
 inline constexpr int kDefaultTimeoutMs = 10000;
 // top: how many sources by default, and at most (sluiced's own limit).
 // --watch: seconds between refreshes by default, and the range --interval takes.

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "control_protocol.h"
 #include "logger.h"
 #include "result.h"
 #include "sluice/abi.h"
@@ -23,7 +24,7 @@ struct InterfaceConfig {
 };
 
 struct DaemonConfig {
-    std::string socket = "/run/sluice/sluiced.sock";
+    std::string socket = std::string(kDefaultSocketPath);
     std::string socket_group;  // empty: root (and sluiced's own user) only, mode 0600
     std::string state_dir = "/var/lib/sluice";
     std::string bpffs_dir = "/sys/fs/bpf/sluice";

@@ -56,6 +56,8 @@ inline std::optional<ErrorCode> parse_control_error_code(std::string_view name) 
     return std::nullopt;
 }
 
+// Where sluiced listens and sluicectl connects unless told otherwise.
+inline constexpr std::string_view kDefaultSocketPath = "/run/sluice/sluiced.sock";
 inline constexpr std::size_t kDefaultMaxRequestBytes = 1024 * 1024;
 
 // The "top" verb's "n": how many hot sources a request may ask for.

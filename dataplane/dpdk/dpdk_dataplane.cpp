@@ -447,11 +447,9 @@ uint32_t Worker::queued(uint32_t class_id) const { return state_->queues[sluice_
 Result<std::unique_ptr<DpdkDataplane>> DpdkDataplane::create(const DpdkOptions& options) {
     if (options.workers == 0 || options.workers > RTE_MAX_LCORE)
         return Error{"workers must be in 1.." + std::to_string(RTE_MAX_LCORE)};
-    const uint64_t min_capacity = uint64_t{SLUICE_SOURCE_SETS_MIN} * SLUICE_SET_WAYS;
-    const uint64_t max_capacity = uint64_t{SLUICE_SOURCE_SETS_MAX} * SLUICE_SET_WAYS;
-    if (options.source_capacity < min_capacity || options.source_capacity > max_capacity)
-        return Error{"source_capacity must be in " + std::to_string(min_capacity) + ".." +
-                     std::to_string(max_capacity)};
+    if (options.source_capacity < SLUICE_SOURCE_CAPACITY_MIN || options.source_capacity > SLUICE_SOURCE_CAPACITY_MAX)
+        return Error{"source_capacity must be in " + std::to_string(SLUICE_SOURCE_CAPACITY_MIN) + ".." +
+                     std::to_string(SLUICE_SOURCE_CAPACITY_MAX)};
     if (options.drop_sample_period == 0 || (options.drop_sample_period & (options.drop_sample_period - 1)) != 0)
         return Error{"drop_sample_period must be a power of two"};
     std::unique_ptr<DpdkDataplane> dataplane(new DpdkDataplane());
