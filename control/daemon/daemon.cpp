@@ -2,15 +2,11 @@
 #include "daemon.h"
 
 #include <grp.h>
-#include <linux/if_link.h>
-#include <net/if.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <ctime>
@@ -21,7 +17,6 @@
 #include "clock.h"
 #include "labels.h"
 #include "logger.h"
-#include "xdp_host.h"
 
 namespace sluice {
 namespace {
@@ -85,8 +80,9 @@ void notify_systemd(const std::string& state) {
         log(LogLevel::warn, "cannot notify systemd", {{"state", state}, {"error", std::strerror(errno)}});
 }
 
-Daemon::Daemon(DaemonConfig config, std::unique_ptr<PolicyService> policy, ControlServer server, bool fixed_ports)
-    : config_(std::move(config)), fixed_ports_(fixed_ports), policy_(std::move(policy)), server_(std::move(server)) {
+Daemon::Daemon(DaemonConfig config, std::unique_ptr<InterfaceHost> host, std::unique_ptr<PolicyService> policy,
+               ControlServer server)
+    : config_(std::move(config)), host_(std::move(host)), policy_(std::move(policy)), server_(std::move(server)) {
     started_unix_s_ = static_cast<int64_t>(std::time(nullptr));
 }
 
@@ -95,22 +91,13 @@ Daemon::~Daemon() {
     for (const auto& [name, interface] : interfaces_) (void)policy_->remove_target(name);
 }
 
-Result<std::unique_ptr<Daemon>> Daemon::start(DaemonConfig config) {
+Result<std::unique_ptr<Daemon>> Daemon::start(DaemonConfig config, std::unique_ptr<InterfaceHost> host) {
     set_log_level(config.log_level);
-    if (auto status = prepare_bpffs_dir(config.bpffs_dir); !status) return status.error();
-    auto cpus = possible_cpus();
-    if (!cpus) return cpus.error();
-    auto created = create(std::move(config), cpus.value(), false);
+    auto created = create(std::move(config), std::move(host));
     if (!created) return created.error();
     std::unique_ptr<Daemon> daemon = std::move(created.value());
-
-    daemon->bpf_stats_ = enable_bpf_run_time_stats();
-    if (daemon->bpf_stats_.get() < 0)
-        log(LogLevel::warn, "BPF run-time statistics unavailable; decision cost will read 0",
-            {{"error", std::strerror(errno)}});
     if (auto status = daemon->serve_metrics(); !status) return status.error();
-
-    if (auto status = daemon->adopt_pinned_interfaces(); !status) return status.error();
+    if (auto status = daemon->adopt_interfaces(); !status) return status.error();
     daemon->bring_to_current_policy();
     if (auto status = daemon->attach_configured_interfaces(); !status) return status.error();
     daemon->announce_ready();
@@ -118,32 +105,14 @@ Result<std::unique_ptr<Daemon>> Daemon::start(DaemonConfig config) {
 }
 
 Result<std::unique_ptr<Daemon>> Daemon::start_fixed(DaemonConfig config, std::vector<FixedPort> ports, uint32_t cpus) {
-    set_log_level(config.log_level);
     if (!config.interfaces.empty())
         return Error{"sluice-dpdk takes its ports on the command line, not from [[interface]] tables in the config",
                      "interface"};
     if (cpus == 0) return Error{"sluice-dpdk needs at least one worker to compile the policy for"};
-    auto created = create(std::move(config), cpus, true);
-    if (!created) return created.error();
-    std::unique_ptr<Daemon> daemon = std::move(created.value());
-    if (auto status = daemon->serve_metrics(); !status) return status.error();
-
-    for (FixedPort& port : ports) {
-        if (!port.dataplane) return Error{"port " + port.name + " has no dataplane"};
-        if (daemon->interfaces_.count(port.name)) return Error{"port " + port.name + " is given twice"};
-        auto interface = std::make_unique<Interface>();
-        interface->name = port.name;
-        interface->dataplane = std::move(port.dataplane);
-        if (auto status = daemon->policy_->add_target(port.name, interface->dataplane.get()); !status)
-            return status.error();
-        daemon->interfaces_[port.name] = std::move(interface);
-    }
-    daemon->bring_to_current_policy();
-    daemon->announce_ready();
-    return daemon;
+    return start(std::move(config), std::make_unique<FixedPortHost>(std::move(ports), cpus));
 }
 
-Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config, uint32_t cpus, bool fixed_ports) {
+Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config, std::unique_ptr<InterfaceHost> host) {
     std::error_code error;
     std::filesystem::create_directories(config.state_dir, error);
     if (error) return Error{"cannot create state_dir " + config.state_dir + ": " + error.message()};
@@ -165,9 +134,9 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config, uint32_t cpu
     auto server = ControlServer::listen(server_options);
     if (!server) return server.error();
 
-    auto policy = std::make_unique<PolicyService>(std::move(store.value()), PolicyLoadOptions{cpus});
+    auto policy = std::make_unique<PolicyService>(std::move(store.value()), PolicyLoadOptions{host->cpus()});
     std::unique_ptr<Daemon> daemon(
-        new Daemon(std::move(config), std::move(policy), std::move(server.value()), fixed_ports));
+        new Daemon(std::move(config), std::move(host), std::move(policy), std::move(server.value())));
     if (Status served = daemon->register_handlers(); !served) return served.error();
     return daemon;
 }
@@ -199,102 +168,68 @@ void Daemon::announce_ready() {
     notify_systemd("READY=1\nSTATUS=enforcing");
 }
 
-Result<std::unique_ptr<XdpDataplane>> Daemon::open_dataplane(const std::string& pin_dir) const {
-    XdpOptions options;
-    options.pin_dir = pin_dir;
-    options.source_capacity = config_.source_capacity;
-    options.run_time_stats = bpf_stats_.get() >= 0;
-    return XdpDataplane::open(options);
-}
-
-Status Daemon::adopt_pinned_interfaces() {
-    std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator(config_.bpffs_dir, error)) {
-        if (!entry.is_directory()) continue;
-        const std::string name = entry.path().filename();
-        const int ifindex = static_cast<int>(if_nametoindex(name.c_str()));
-        auto dataplane = open_dataplane(entry.path());
-        if (!dataplane) return Error{"cannot re-adopt " + name + ": " + dataplane.error().message};
-        const auto links = dataplane.value()->attached_ifindexes();
-        if (ifindex == 0 || links.empty() || links.front() != ifindex) {
-            log(LogLevel::warn, "pinned state without an attached program; sluicectl attach re-uses it",
-                {{"interface", name}, {"pin_dir", entry.path()}});
-            continue;
-        }
-        const XdpMode mode = attached_mode(ifindex, dataplane.value()->program_fd());
+Status Daemon::adopt_interfaces() {
+    auto adopted = host_->adopt();
+    if (!adopted) return adopted.error();
+    for (std::unique_ptr<HostedInterface>& hosted : adopted.value()) {
+        const std::string name = hosted->name();
         auto interface = std::make_unique<Interface>();
-        interface->name = name;
-        interface->xdp = XdpAttachment{ifindex, mode, entry.path(), dataplane.value().get()};
-        interface->dataplane = std::move(dataplane.value());
-        if (auto status = policy_->add_target(name, interface->dataplane.get()); !status) return status;
-        log(LogLevel::info, "re-adopted pinned interface",
-            {{"interface", name}, {"mode", std::string(xdp_mode_name(mode))}, {"pin_dir", entry.path()}});
+        interface->dataplane = &hosted->dataplane();
+        interface->hosted = std::move(hosted);
+        if (auto status = policy_->add_target(name, interface->dataplane); !status) return status;
         interfaces_[name] = std::move(interface);
     }
-    if (error) return Error{"cannot list bpffs_dir " + config_.bpffs_dir + ": " + error.message()};
     return ok_status();
 }
 
 Status Daemon::attach_configured_interfaces() {
     for (const InterfaceConfig& wanted : config_.interfaces) {
         const auto found = interfaces_.find(wanted.name);
-        if (found != interfaces_.end()) {
-            if (found->second->xdp->mode != wanted.mode)
-                log(LogLevel::warn, "interface stays in the mode it was attached in; detach and attach to change it",
-                    {{"interface", wanted.name},
-                     {"mode", std::string(xdp_mode_name(found->second->xdp->mode))},
-                     {"configured", std::string(xdp_mode_name(wanted.mode))}});
+        if (found == interfaces_.end()) {
+            if (auto status = attach_interface(wanted.name, wanted.mode); !status) return status;
             continue;
         }
-        if (auto status = attach_interface(wanted.name, wanted.mode); !status) return status;
+        const auto placement = found->second->hosted->xdp();
+        if (placement && placement->mode != wanted.mode)
+            log(LogLevel::warn, "interface stays in the mode it was attached in; detach and attach to change it",
+                {{"interface", wanted.name},
+                 {"mode", std::string(xdp_mode_name(placement->mode))},
+                 {"configured", std::string(xdp_mode_name(wanted.mode))}});
     }
     return ok_status();
 }
 
 Status Daemon::attach_interface(const std::string& name, XdpMode mode) {
+    if (auto status = host_->can_attach(); !status) return status;
     if (interfaces_.count(name)) return Error{"interface " + name + " is already attached"};
-    const int ifindex = static_cast<int>(if_nametoindex(name.c_str()));
-    if (ifindex == 0) return Error{"no interface named \"" + name + "\" in sluiced's network namespace", "interface"};
-
-    const std::string pin_dir = config_.bpffs_dir + "/" + name;
-    const bool had_pins = std::filesystem::exists(pin_dir);
-    auto dataplane = open_dataplane(pin_dir);
-    if (!dataplane) return dataplane.error();
+    auto hosted = host_->open(name, mode);
+    if (!hosted) return hosted.error();
     auto interface = std::make_unique<Interface>();
-    interface->name = name;
-    interface->xdp = XdpAttachment{ifindex, mode, pin_dir, dataplane.value().get()};
-    interface->dataplane = std::move(dataplane.value());
+    interface->dataplane = &hosted.value()->dataplane();
+    interface->hosted = std::move(hosted.value());
 
-    // Policy first, link second: the interface never runs without the current version.
+    // Policy first, link second: the interface never runs without the current
+    // version. An interface that does not go live removes what opening it made.
     auto undo = [&](Error error) -> Status {
         (void)policy_->remove_target(name);
-        interface->dataplane.reset();
-        std::error_code ignored;
-        if (!had_pins) std::filesystem::remove_all(pin_dir, ignored);
         return error;
     };
-    if (auto status = policy_->add_target(name, interface->dataplane.get()); !status) return undo(status.error());
+    if (auto status = policy_->add_target(name, interface->dataplane); !status) return undo(status.error());
     if (auto status = policy_->reconcile(); !status) return undo(status.error());
-    if (auto status = interface->xdp->dataplane->attach(ifindex, mode); !status) return undo(status.error());
-
-    log(LogLevel::info, "attached",
-        {{"interface", name}, {"mode", std::string(xdp_mode_name(mode))}, {"pin_dir", pin_dir}});
+    if (auto status = interface->hosted->go_live(); !status) return undo(status.error());
     interfaces_[name] = std::move(interface);
     return ok_status();
 }
 
 Status Daemon::detach_interface(const std::string& name) {
+    if (auto status = host_->can_attach(); !status) return status;
     const auto found = interfaces_.find(name);
     if (found == interfaces_.end()) return Error{"interface " + name + " is not attached", "interface"};
-    const XdpAttachment& xdp = *found->second->xdp;
-    if (auto status = xdp.dataplane->detach(xdp.ifindex); !status) return status;
+    if (auto status = found->second->hosted->go_offline(); !status) return status;
     (void)policy_->remove_target(name);
-    const std::string pin_dir = xdp.pin_dir;
+    std::unique_ptr<HostedInterface> offline = std::move(found->second->hosted);
     interfaces_.erase(found);
-    std::error_code error;
-    std::filesystem::remove_all(pin_dir, error);
-    if (error)
-        return Error{"detached " + name + " but cannot remove its pins under " + pin_dir + ": " + error.message()};
+    if (auto status = offline->discard(); !status) return status;
     log(LogLevel::info, "detached", {{"interface", name}});
     return ok_status();
 }
@@ -376,7 +311,7 @@ void Daemon::publish_metrics() {
     }
     snapshot.pushes_accepted = pushes_accepted_;
     snapshot.pushes_rejected = pushes_rejected_;
-    snapshot.decision_cost_enabled = decision_cost_enabled();
+    snapshot.decision_cost_enabled = host_->decision_cost_enabled();
     snapshot.requests = server_.counts();
     snapshot.class_names = class_names();
     const double now = monotonic_s();
@@ -389,7 +324,7 @@ void Daemon::publish_metrics() {
         entry.counters = sample.counters;
         entry.stats = sample.stats;
         entry.decision_cost = sample.cost;
-        if (interface->xdp) entry.syscall_errors = interface->xdp->dataplane->syscall_errors();
+        entry.syscall_errors = interface->hosted->syscall_errors();
         if (auto version = interface->dataplane->active_version()) entry.active_version = version.value();
         entry.sources = interface->sources;
         entry.hot_sources = interface->hot_sources.top(kHotSourcesExported, now);
@@ -420,7 +355,7 @@ Status Daemon::run(DaemonSignals& signals) {
         }
     }
     notify_systemd("STOPPING=1");
-    if (fixed_ports_) {
+    if (!host_->can_attach()) {
         log(LogLevel::info, "stopped", {{"ports", std::to_string(interfaces_.size())}});
     } else if (config_.detach_on_exit) {
         std::vector<std::string> names;
@@ -443,28 +378,6 @@ std::map<uint32_t, std::string> Daemon::class_names() const {
     std::map<uint32_t, std::string> names{{0, std::string(kUnclassified)}};
     if (const auto current = policy_->current()) {
         for (const auto& [name, id] : current->class_ids) names[id] = name;
-    }
-    return names;
-}
-
-bool Daemon::decision_cost_enabled() const {
-    if (!fixed_ports_) return bpf_stats_.get() >= 0;
-    return std::all_of(interfaces_.begin(), interfaces_.end(),
-                       [](const auto& entry) { return entry.second->dataplane->decision_cost_enabled(); });
-}
-
-std::vector<std::string> Daemon::unprotected_interfaces() const {
-    std::vector<std::string> names;
-    if (fixed_ports_) return names;  // links without XDP are an XDP host's concern
-    std::unique_ptr<struct if_nameindex, void (*)(struct if_nameindex*)> list(if_nameindex(), if_freenameindex);
-    UniqueFd probe(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    if (!list || probe.get() < 0) return names;
-    for (const struct if_nameindex* it = list.get(); it->if_index != 0; ++it) {
-        if (interfaces_.count(it->if_name)) continue;
-        ifreq request{};
-        std::strncpy(request.ifr_name, it->if_name, IFNAMSIZ - 1);
-        if (ioctl(probe.get(), SIOCGIFFLAGS, &request) != 0) continue;
-        if ((request.ifr_flags & IFF_UP) && !(request.ifr_flags & IFF_LOOPBACK)) names.emplace_back(it->if_name);
     }
     return names;
 }

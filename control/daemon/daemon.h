@@ -1,21 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
-// Layer: control/daemon. Sees control/xdp, control/lib and the core.
-// sluiced: owns one XdpDataplane per attached interface (pinned under
-// <bpffs_dir>/<ifname>/), the policy versions (PolicyService over the
-// VersionStore) and the control socket, and serves the verbs sluicectl uses
-// (README.md, "Control protocol"). sluice-dpdk embeds the same daemon over
-// its ports (start_fixed), so sluicectl works the same against either; the
-// verbs see EnforcementPoints, and only attach/detach, pins and the syscall
-// error counters are XDP's own.
+// Layer: control/daemon. Sees control/lib and the core, never libbpf or
+// DPDK: its interfaces come from an InterfaceHost (interface_host.h) that the
+// program composing it provides, control/xdp's XdpHost in sluiced and
+// FixedPortHost (fixed_ports.h) in sluice-dpdk, so sluicectl works the same
+// against either.
+// The daemon runs the loop: it owns the policy versions (PolicyService over
+// the VersionStore), the control socket and /metrics, serves the verbs
+// sluicectl uses (README.md, "Control protocol"; handlers in
+// daemon_verbs.cpp) over the hosted EnforcementPoints, and samples them.
 //
 // Life cycle. start() listens first (so a second sluiced fails before it
-// touches anything), re-adopts every pinned interface (links switch to the
-// new program atomically; buckets and counters carry on), brings them to the
-// current policy version, pushes policy_file if its content changed, and only
-// then attaches configured interfaces that are not yet attached, so no
-// interface ever runs without the current policy. run() serves until asked to
-// stop; on the way out pinned programs keep enforcing (fail-static) unless
-// the config says detach_on_exit.
+// touches anything), adopts what the host already enforces on (XDP: pinned
+// programs a previous sluiced left; links switch to the new program
+// atomically, buckets and counters carry on), brings them to the current
+// policy version, pushes policy_file if its content changed, and only then
+// attaches configured interfaces that are not yet attached, so no interface
+// ever runs without the current policy. run() serves until asked to stop; on
+// the way out live interfaces keep enforcing (fail-static) unless the config
+// says detach_on_exit.
 #pragma once
 
 #include <atomic>
@@ -30,12 +32,13 @@
 
 #include "control_server.h"
 #include "daemon_config.h"
+#include "fixed_ports.h"
 #include "hot_sources.h"
+#include "interface_host.h"
 #include "metrics.h"
 #include "policy_service.h"
 #include "result.h"
 #include "verbs.h"
-#include "xdp_dataplane.h"
 
 namespace sluice {
 
@@ -46,22 +49,17 @@ struct DaemonSignals {
     std::atomic<bool> reload{false};
 };
 
-// A port sluice-dpdk enforces on, named as status and stats show it.
-struct FixedPort {
-    std::string name;
-    std::unique_ptr<EnforcementPoint> dataplane;
-};
-
 class Daemon {
   public:
-    // sluiced: attaches XDP to the configured interfaces (life cycle above).
-    static Result<std::unique_ptr<Daemon>> start(DaemonConfig config);
-    // sluice-dpdk: serves ports it was given; no bpffs, no attach/detach (those
-    // verbs answer an `invalid` error saying the ports are fixed when the
-    // appliance starts). `cpus` is the number of workers the policy is compiled
-    // for (split shares are rate/cpus). Ignores bpffs_dir and detach_on_exit;
-    // `interfaces` must be empty. The daemon owns the ports' dataplanes: stop
-    // their workers before destroying it.
+    // sluiced: `host` (an XdpHost) attaches the configured interfaces
+    // (life cycle above).
+    static Result<std::unique_ptr<Daemon>> start(DaemonConfig config, std::unique_ptr<InterfaceHost> host);
+    // sluice-dpdk: serves ports it was given (FixedPortHost); attach and
+    // detach answer an `invalid` error saying the ports are fixed. `cpus` is
+    // the number of workers the policy is compiled for (split shares are
+    // rate/cpus). Ignores bpffs_dir and detach_on_exit; `interfaces` must be
+    // empty. The daemon owns the ports' dataplanes: stop their workers before
+    // destroying it.
     static Result<std::unique_ptr<Daemon>> start_fixed(DaemonConfig config, std::vector<FixedPort> ports,
                                                        uint32_t cpus);
     ~Daemon();
@@ -85,18 +83,9 @@ class Daemon {
         DecisionCost cost;
     };
 
-    // What only an XDP interface has.
-    struct XdpAttachment {
-        int ifindex = 0;
-        XdpMode mode = XdpMode::native;
-        std::string pin_dir;
-        XdpDataplane* dataplane = nullptr;  // Interface::dataplane, for attach/detach and the error counters
-    };
-
     struct Interface {
-        std::string name;
-        std::unique_ptr<EnforcementPoint> dataplane;
-        std::optional<XdpAttachment> xdp;  // empty for a fixed port
+        std::unique_ptr<HostedInterface> hosted;
+        EnforcementPoint* dataplane = nullptr;  // hosted->dataplane()
         // The two latest periodic samples: rates are their difference.
         std::optional<CounterSample> previous, latest;
         HotSources hot_sources;
@@ -104,20 +93,19 @@ class Daemon {
         SourceTableUsage sources{};
     };
 
-    Daemon(DaemonConfig config, std::unique_ptr<PolicyService> policy, ControlServer server, bool fixed_ports);
+    Daemon(DaemonConfig config, std::unique_ptr<InterfaceHost> host, std::unique_ptr<PolicyService> policy,
+           ControlServer server);
 
-    // What both starts share: state_dir, the control socket (listening, so a
-    // second daemon on it fails before touching anything), the policy
-    // service and the handlers.
-    static Result<std::unique_ptr<Daemon>> create(DaemonConfig config, uint32_t cpus, bool fixed_ports);
+    // state_dir, the control socket (listening, so a second daemon on it
+    // fails before touching anything), the policy service and the handlers.
+    static Result<std::unique_ptr<Daemon>> create(DaemonConfig config, std::unique_ptr<InterfaceHost> host);
     Status serve_metrics();
     // Brings every interface to the current version, then pushes policy_file.
     void bring_to_current_policy();
     void announce_ready();
 
-    Status adopt_pinned_interfaces();
+    Status adopt_interfaces();
     Status attach_configured_interfaces();
-    Result<std::unique_ptr<XdpDataplane>> open_dataplane(const std::string& pin_dir) const;
     Status attach_interface(const std::string& name, XdpMode mode);
     Status detach_interface(const std::string& name);
     void reload_policy_file();
@@ -135,22 +123,16 @@ class Daemon {
     Result<nlohmann::json> status_json();
     Result<nlohmann::json> stats_json();
     Result<nlohmann::json> top_json(const nlohmann::json& args);
-    std::vector<std::string> unprotected_interfaces() const;
     std::map<uint32_t, std::string> class_names() const;
-    bool decision_cost_enabled() const;
 
     DaemonConfig config_;
-    // sluice-dpdk: the interfaces are the ports start_fixed was given.
-    bool fixed_ports_ = false;
+    std::unique_ptr<InterfaceHost> host_;
     std::unique_ptr<PolicyService> policy_;  // not movable: it holds a mutex
     ControlServer server_;
     std::map<std::string, std::unique_ptr<Interface>> interfaces_;
     Clock::time_point started_ = Clock::now();
     int64_t started_unix_s_ = 0;
     Clock::time_point last_sample_{}, last_count_{};
-    // Keeps the kernel's BPF run-time statistics on while sluiced runs; they
-    // go off again when it closes, so nothing is left behind.
-    UniqueFd bpf_stats_;
     std::unique_ptr<MetricsEndpoint> metrics_;
     uint64_t pushes_accepted_ = 0, pushes_rejected_ = 0;
     std::array<bool, kVerbCount> served_{};

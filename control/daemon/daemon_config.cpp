@@ -121,14 +121,6 @@ Status parse_key(std::string_view path, std::string_view key, const toml::node& 
 
 }  // namespace
 
-std::string_view xdp_mode_name(XdpMode mode) { return mode == XdpMode::native ? "native" : "generic"; }
-
-Result<XdpMode> parse_xdp_mode(std::string_view name) {
-    if (name == "native") return XdpMode::native;
-    if (name == "generic") return XdpMode::generic;
-    return Error{"\"" + std::string(name) + "\" is not an XDP mode (expected native or generic)", "mode"};
-}
-
 Result<DaemonConfig> parse_daemon_config(std::string_view text, std::string_view path) {
     toml::table root;
     try {

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "control_protocol.h"
+#include "interface_host.h"
 #include "logger.h"
 #include "result.h"
 #include "sluice/abi.h"
-#include "xdp_dataplane.h"
 
 namespace sluice {
 
@@ -38,8 +38,5 @@ struct DaemonConfig {
 
 Result<DaemonConfig> parse_daemon_config(std::string_view text, std::string_view path);
 Result<DaemonConfig> load_daemon_config(const std::string& path);
-
-std::string_view xdp_mode_name(XdpMode mode);
-Result<XdpMode> parse_xdp_mode(std::string_view name);
 
 }  // namespace sluice

@@ -72,19 +72,17 @@ Error as_internal(Error error) {
     return error;
 }
 
-// sluice-dpdk takes its ports on the command line; the control socket cannot change them.
-Error fixed_ports_error(const std::string& verb) {
-    return control_error(ErrorCode::invalid,
-                         verb +
-                             " is not available here: sluice-dpdk's ports are fixed when the appliance starts "
-                             "(give them on its command line)",
-                         "interface");
+// A host whose interfaces are fixed (sluice-dpdk's ports): `why` says so.
+Error not_available(const std::string& verb, Error why) {
+    why.message = verb + " is not available here: " + why.message;
+    return why;
 }
 
 }  // namespace
 
 Result<json> Daemon::status_json() {
     json interfaces = json::array();
+    std::vector<std::string> hosted_names;
     for (const auto& [name, interface] : interfaces_) {
         auto version = interface->dataplane->active_version();
         auto sources = interface->dataplane->source_table();  // counted afresh: status is asked for by hand
@@ -94,12 +92,13 @@ Result<json> Daemon::status_json() {
                    {"kind", interface->dataplane->kind()},
                    {"active_version", version.value()},
                    {"sources", sources_json(sources.value())}};
-        if (interface->xdp) {
-            entry["ifindex"] = interface->xdp->ifindex;
-            entry["mode"] = xdp_mode_name(interface->xdp->mode);
-            entry["pin_dir"] = interface->xdp->pin_dir;
+        if (const auto placement = interface->hosted->xdp()) {
+            entry["ifindex"] = placement->ifindex;
+            entry["mode"] = xdp_mode_name(placement->mode);
+            entry["pin_dir"] = placement->pin_dir;
         }
         interfaces.push_back(std::move(entry));
+        hosted_names.push_back(name);
     }
     const auto current = policy_->current();
     const double uptime = std::chrono::duration<double>(Clock::now() - started_).count();
@@ -110,10 +109,10 @@ Result<json> Daemon::status_json() {
                   {"uptime_s", uptime},
                   {"socket", config_.socket},
                   {"state_dir", config_.state_dir},
-                  {"bpffs_dir", fixed_ports_ ? json(nullptr) : json(config_.bpffs_dir)}}},
+                  {"bpffs_dir", host_->pin_root() ? json(*host_->pin_root()) : json(nullptr)}}},
                 {"policy", current ? version_summary(*current) : json(nullptr)},
                 {"interfaces", std::move(interfaces)},
-                {"unprotected", unprotected_interfaces()}};
+                {"unprotected", host_->unprotected(hosted_names)}};
 }
 
 Result<json> Daemon::stats_json() {
@@ -265,7 +264,7 @@ Status Daemon::register_handlers() {
     serve(Verb::stats, [this](const json&, const Peer&) { return stats_json(); });
 
     serve(Verb::attach, [this](const json& args, const Peer&) -> Result<json> {
-        if (fixed_ports_) return fixed_ports_error("attach");
+        if (auto fixed = host_->can_attach(); !fixed) return not_available("attach", fixed.error());
         auto name = string_arg(args, "interface");
         auto mode_name = string_arg(args, "mode", std::string("native"));
         if (!name) return name.error();
@@ -275,14 +274,15 @@ Status Daemon::register_handlers() {
         if (auto status = attach_interface(name.value(), mode.value()); !status) return status.error();
         const Interface& interface = *interfaces_.at(name.value());
         auto version = interface.dataplane->active_version();
+        const auto placement = interface.hosted->xdp();
         return json{{"interface", name.value()},
-                    {"ifindex", interface.xdp->ifindex},
-                    {"mode", xdp_mode_name(interface.xdp->mode)},
+                    {"ifindex", placement ? placement->ifindex : 0},
+                    {"mode", xdp_mode_name(placement ? placement->mode : mode.value())},
                     {"active_version", version ? version.value() : 0}};
     });
 
     serve(Verb::detach, [this](const json& args, const Peer&) -> Result<json> {
-        if (fixed_ports_) return fixed_ports_error("detach");
+        if (auto fixed = host_->can_attach(); !fixed) return not_available("detach", fixed.error());
         auto name = string_arg(args, "interface");
         if (!name) return name.error();
         if (auto status = detach_interface(name.value()); !status) return status.error();

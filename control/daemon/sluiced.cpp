@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// sluiced: the Sluice daemon (see daemon.h and README.md).
+// sluiced: the Sluice daemon over XDP (see daemon.h and README.md). The one
+// program that composes the daemon with control/xdp's XdpHost.
 //   sluiced --config /etc/sluice/sluiced.toml [--log-level LEVEL]
 #include <string>
 
 #include "command_line.h"
 #include "daemon.h"
 #include "logger.h"
+#include "xdp_host.h"
 
 namespace {
 
@@ -37,7 +39,13 @@ int main(int argc, char** argv) {
 
     sluice::install_signal_handlers(g_signals);
 
-    auto daemon = sluice::Daemon::start(std::move(config.value()));
+    sluice::set_log_level(config.value().log_level);
+    auto host = sluice::XdpHost::open({config.value().bpffs_dir, config.value().source_capacity});
+    if (!host) {
+        sluice::log(sluice::LogLevel::error, "cannot start", {{"error", host.error().message}});
+        return 1;
+    }
+    auto daemon = sluice::Daemon::start(std::move(config.value()), std::move(host.value()));
     if (!daemon) {
         sluice::log(sluice::LogLevel::error, "cannot start", {{"error", daemon.error().message}});
         return 1;

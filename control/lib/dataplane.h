@@ -67,6 +67,7 @@ inline SourceTableUsage survey_source_table(sluice_source_set* sets, uint32_t se
 
 // Failed syscalls of a kernel dataplane (XDP), counted by what they were for.
 enum class SyscallOp : uint8_t { load, map_lookup, map_update, map_delete, link, pin, ring_buffer, count };
+using SyscallErrorCounts = std::array<uint64_t, static_cast<size_t>(SyscallOp::count)>;
 
 // Cumulative time spent deciding and decisions made (XDP: the kernel's BPF run-time statistics).
 struct DecisionCost {

@@ -41,7 +41,7 @@ struct InterfaceSnapshot {
     std::vector<sluice_counter> counters;  // class x verdict x reason
     std::array<uint64_t, SLUICE_STAT_COUNT> stats{};
     // XDP only: failed syscalls by what they were for (a DPDK port makes none).
-    std::optional<std::array<uint64_t, static_cast<size_t>(SyscallOp::count)>> syscall_errors;
+    std::optional<SyscallErrorCounts> syscall_errors;
     SourceTableUsage sources;    // as of the daemon's last count
     DecisionCost decision_cost;  // XDP: the kernel's BPF run-time statistics
     std::vector<HotSource> hot_sources;

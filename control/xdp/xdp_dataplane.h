@@ -19,6 +19,7 @@
 
 #include "compiled_policy.h"
 #include "dataplane.h"
+#include "interface_host.h"  // XdpMode
 #include "result.h"
 #include "sluice/abi.h"
 #include "unique_fd.h"
@@ -27,8 +28,6 @@ struct sluice_bpf;  // the bpftool skeleton (build/ebpf/sluice.skel.h)
 struct ring_buffer;
 
 namespace sluice {
-
-enum class XdpMode { native, generic };
 
 struct XdpOptions {
     // Read time from set_test_clock() instead of the kernel's clock.
@@ -92,7 +91,7 @@ class XdpDataplane : public EnforcementPoint {
     const sluice_hash_key& hash_key() const { return hash_key_; }
     uint32_t source_sets() const { return source_sets_; }
     uint32_t possible_cpus() const { return cpus_; }
-    const std::array<uint64_t, static_cast<size_t>(SyscallOp::count)>& syscall_errors() const { return errors_; }
+    const SyscallErrorCounts& syscall_errors() const { return errors_; }
 
   private:
     XdpDataplane() = default;
@@ -151,7 +150,7 @@ class XdpDataplane : public EnforcementPoint {
     bool run_time_stats_ = false;
     const std::function<void(const sluice_drop_event&)>* event_sink_ = nullptr;  // during drain_events
     std::mutex apply_mutex_;
-    std::array<uint64_t, static_cast<size_t>(SyscallOp::count)> errors_{};
+    SyscallErrorCounts errors_{};
 };
 
 }  // namespace sluice

@@ -4,10 +4,15 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/magic.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/statfs.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <string_view>
 
@@ -23,6 +28,78 @@ bool on_bpffs(const std::string& path) {
     struct statfs fs {};
     return statfs(path.c_str(), &fs) == 0 && static_cast<unsigned long>(fs.f_type) == BPF_FS_MAGIC;
 }
+
+// The XDP mode our program (`program_fd`) runs in on `ifindex`, from the kernel.
+XdpMode attached_mode(int ifindex, int program_fd) {
+    LIBBPF_OPTS(bpf_xdp_query_opts, query);
+    bpf_prog_info info{};
+    __u32 length = sizeof(info);
+    if (bpf_xdp_query(ifindex, 0, &query) == 0 && bpf_obj_get_info_by_fd(program_fd, &info, &length) == 0 &&
+        query.skb_prog_id == info.id)
+        return XdpMode::generic;
+    return XdpMode::native;
+}
+
+Result<uint32_t> possible_cpus() {
+    const int cpus = libbpf_num_possible_cpus();
+    if (cpus <= 0) return Error{errno_message("counting possible CPUs", -cpus)};
+    return static_cast<uint32_t>(cpus);
+}
+
+class XdpInterface : public HostedInterface {
+  public:
+    // `created_pins`: opening made pin_dir, so an interface that never goes
+    // live takes it away again.
+    XdpInterface(std::string name, std::unique_ptr<XdpDataplane> dataplane, XdpPlacement placement, bool live,
+                 bool created_pins)
+        : name_(std::move(name)),
+          dataplane_(std::move(dataplane)),
+          placement_(std::move(placement)),
+          live_(live),
+          created_pins_(created_pins) {}
+    ~XdpInterface() override {
+        if (live_ || !created_pins_ || !dataplane_) return;
+        dataplane_.reset();
+        std::error_code ignored;
+        std::filesystem::remove_all(placement_.pin_dir, ignored);
+    }
+
+    const std::string& name() const override { return name_; }
+    EnforcementPoint& dataplane() override { return *dataplane_; }
+    std::optional<XdpPlacement> xdp() const override { return placement_; }
+    std::optional<SyscallErrorCounts> syscall_errors() const override { return dataplane_->syscall_errors(); }
+
+    Status go_live() override {
+        if (auto status = dataplane_->attach(placement_.ifindex, placement_.mode); !status) return status;
+        live_ = true;
+        log(LogLevel::info, "attached",
+            {{"interface", name_},
+             {"mode", std::string(xdp_mode_name(placement_.mode))},
+             {"pin_dir", placement_.pin_dir}});
+        return ok_status();
+    }
+    Status go_offline() override {
+        if (auto status = dataplane_->detach(placement_.ifindex); !status) return status;
+        live_ = false;
+        return ok_status();
+    }
+    Status discard() override {
+        dataplane_.reset();
+        std::error_code error;
+        std::filesystem::remove_all(placement_.pin_dir, error);
+        if (error)
+            return Error{"detached " + name_ + " but cannot remove its pins under " + placement_.pin_dir + ": " +
+                         error.message()};
+        return ok_status();
+    }
+
+  private:
+    std::string name_;
+    std::unique_ptr<XdpDataplane> dataplane_;
+    XdpPlacement placement_;
+    bool live_ = false;
+    bool created_pins_ = false;
+};
 
 }  // namespace
 
@@ -48,23 +125,76 @@ Status prepare_bpffs_dir(const std::string& dir) {
     return ok_status();
 }
 
-// The XDP mode our program runs in on `ifindex`, from the kernel.
-XdpMode attached_mode(int ifindex, int program_fd) {
-    LIBBPF_OPTS(bpf_xdp_query_opts, query);
-    bpf_prog_info info{};
-    __u32 length = sizeof(info);
-    if (bpf_xdp_query(ifindex, 0, &query) == 0 && bpf_obj_get_info_by_fd(program_fd, &info, &length) == 0 &&
-        query.skb_prog_id == info.id)
-        return XdpMode::generic;
-    return XdpMode::native;
+Result<std::unique_ptr<XdpHost>> XdpHost::open(XdpHostOptions options) {
+    if (auto status = prepare_bpffs_dir(options.bpffs_dir); !status) return status.error();
+    auto cpus = possible_cpus();
+    if (!cpus) return cpus.error();
+    std::unique_ptr<XdpHost> host(new XdpHost(std::move(options)));
+    host->cpus_ = cpus.value();
+    host->run_time_stats_ = UniqueFd(bpf_enable_stats(BPF_STATS_RUN_TIME));
+    if (host->run_time_stats_.get() < 0)
+        log(LogLevel::warn, "BPF run-time statistics unavailable; decision cost will read 0",
+            {{"error", std::strerror(errno)}});
+    return host;
 }
 
-Result<uint32_t> possible_cpus() {
-    const int cpus = libbpf_num_possible_cpus();
-    if (cpus <= 0) return Error{errno_message("counting possible CPUs", -cpus)};
-    return static_cast<uint32_t>(cpus);
+Result<std::unique_ptr<XdpDataplane>> XdpHost::open_dataplane(const std::string& pin_dir) const {
+    XdpOptions options;
+    options.pin_dir = pin_dir;
+    options.source_capacity = options_.source_capacity;
+    options.run_time_stats = decision_cost_enabled();
+    return XdpDataplane::open(options);
 }
 
-UniqueFd enable_bpf_run_time_stats() { return UniqueFd(bpf_enable_stats(BPF_STATS_RUN_TIME)); }
+Result<std::vector<std::unique_ptr<HostedInterface>>> XdpHost::adopt() {
+    std::vector<std::unique_ptr<HostedInterface>> adopted;
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(options_.bpffs_dir, error)) {
+        if (!entry.is_directory()) continue;
+        const std::string name = entry.path().filename();
+        const int ifindex = static_cast<int>(if_nametoindex(name.c_str()));
+        auto dataplane = open_dataplane(entry.path());
+        if (!dataplane) return Error{"cannot re-adopt " + name + ": " + dataplane.error().message};
+        const auto links = dataplane.value()->attached_ifindexes();
+        if (ifindex == 0 || links.empty() || links.front() != ifindex) {
+            log(LogLevel::warn, "pinned state without an attached program; sluicectl attach re-uses it",
+                {{"interface", name}, {"pin_dir", entry.path()}});
+            continue;
+        }
+        const XdpMode mode = attached_mode(ifindex, dataplane.value()->program_fd());
+        log(LogLevel::info, "re-adopted pinned interface",
+            {{"interface", name}, {"mode", std::string(xdp_mode_name(mode))}, {"pin_dir", entry.path()}});
+        adopted.push_back(std::make_unique<XdpInterface>(name, std::move(dataplane.value()),
+                                                         XdpPlacement{ifindex, mode, entry.path()}, true, false));
+    }
+    if (error) return Error{"cannot list bpffs_dir " + options_.bpffs_dir + ": " + error.message()};
+    return adopted;
+}
+
+Result<std::unique_ptr<HostedInterface>> XdpHost::open(const std::string& name, XdpMode mode) {
+    const int ifindex = static_cast<int>(if_nametoindex(name.c_str()));
+    if (ifindex == 0) return Error{"no interface named \"" + name + "\" in sluiced's network namespace", "interface"};
+    const std::string pin_dir = options_.bpffs_dir + "/" + name;
+    const bool had_pins = std::filesystem::exists(pin_dir);
+    auto dataplane = open_dataplane(pin_dir);
+    if (!dataplane) return dataplane.error();
+    return std::unique_ptr<HostedInterface>(std::make_unique<XdpInterface>(
+        name, std::move(dataplane.value()), XdpPlacement{ifindex, mode, pin_dir}, false, !had_pins));
+}
+
+std::vector<std::string> XdpHost::unprotected(const std::vector<std::string>& hosted) const {
+    std::vector<std::string> names;
+    std::unique_ptr<struct if_nameindex, void (*)(struct if_nameindex*)> list(if_nameindex(), if_freenameindex);
+    UniqueFd probe(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!list || probe.get() < 0) return names;
+    for (const struct if_nameindex* it = list.get(); it->if_index != 0; ++it) {
+        if (std::find(hosted.begin(), hosted.end(), it->if_name) != hosted.end()) continue;
+        ifreq request{};
+        std::strncpy(request.ifr_name, it->if_name, IFNAMSIZ - 1);
+        if (ioctl(probe.get(), SIOCGIFFLAGS, &request) != 0) continue;
+        if ((request.ifr_flags & IFF_UP) && !(request.ifr_flags & IFF_LOOPBACK)) names.emplace_back(it->if_name);
+    }
+    return names;
+}
 
 }  // namespace sluice

@@ -320,5 +320,20 @@ TEST_F(DaemonFixedTest, ConfiguredInterfacesAreRefused) {
     EXPECT_FALSE(std::filesystem::exists(socket_)) << "refused before listening";
 }
 
+TEST_F(DaemonFixedTest, PortsGivenTwiceOrWithoutADataplaneAreRefused) {
+    std::vector<FixedPort> twice;
+    twice.push_back(FixedPort{"port0", std::make_unique<FakePoint>()});
+    twice.push_back(FixedPort{"port0", std::make_unique<FakePoint>()});
+    auto daemon = Daemon::start_fixed(config(), std::move(twice), kWorkers);
+    ASSERT_FALSE(daemon.ok());
+    EXPECT_EQ(daemon.error().message, "port port0 is given twice");
+
+    std::vector<FixedPort> empty;
+    empty.push_back(FixedPort{"port1", nullptr});
+    daemon = Daemon::start_fixed(config(), std::move(empty), kWorkers);
+    ASSERT_FALSE(daemon.ok());
+    EXPECT_EQ(daemon.error().message, "port port1 has no dataplane");
+}
+
 }  // namespace
 }  // namespace sluice
