@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // diff_policies: a unified-style line diff of two versions' canonical texts,
-// for `sluicectl diff`. Apart from version_store.cpp because it is a text
+// for `sluicectl policy diff`. Apart from version_store.cpp because it is a text
 // algorithm (common prefix and suffix, then a longest-common-subsequence table)
 // that needs nothing of the store but the two texts.
 #include <algorithm>
