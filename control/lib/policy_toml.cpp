@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+// The policy loader as a whole: the file read, its top-level tables,
+// [[class]] by [[class]] with its prefixes, class ids kept across versions,
+// and the result checked by validate(). How one table's keys are read and
+// refused is policy_toml_fields.cpp; what a level or a shape sets is
+// policy_toml_levels.cpp.
 #include "policy_toml.h"
 
 #include <toml++/toml.h>
@@ -7,251 +12,43 @@
 #include <array>
 #include <cerrno>
 #include <cstdio>
-#include <limits>
 #include <memory>
 #include <optional>
-#include <span>
-#include <sstream>
 #include <system_error>
 #include <tuple>
 #include <vector>
 
-#include "rate_limits.h"
+#include "policy_toml_internal.h"
 
 namespace sluice {
 namespace {
 
-constexpr uint32_t kMaxClassId = SLUICE_MAX_CLASSES - 1;
-constexpr size_t kMaxClassNameLength = 63;
-constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
-constexpr uint64_t kNsPerMs = 1'000'000;
-constexpr int64_t kMaxLeaseTtlMs = kMaxLeaseTtlNs / kNsPerMs;
-constexpr int64_t kMaxShapeDelayMs = SLUICE_SHAPE_MAX_DELAY_NS / kNsPerMs;
 // Far above any real policy (255 classes, 8192 prefixes); stops a wrong path such as /dev/zero.
 constexpr size_t kMaxFileBytes = 16 << 20;
 
-template <class T>
-struct Choice {
-    std::string_view name;
-    T value;
-};
+}  // namespace
 
-constexpr Choice<Unit> kUnits[] = {{"packets", Unit::packets}, {"bytes", Unit::bytes}};
-constexpr Choice<Accuracy> kAccuracies[] = {{"lease", Accuracy::lease}, {"split", Accuracy::split}};
+namespace policy_toml_internal {
+namespace {
+
+constexpr uint32_t kMaxClassId = SLUICE_MAX_CLASSES - 1;
+constexpr size_t kMaxClassNameLength = 63;
+
 constexpr Choice<uint8_t> kActions[] = {
     {"limit", SLUICE_ACTION_LIMIT}, {"pass", SLUICE_ACTION_PASS}, {"drop", SLUICE_ACTION_DROP}};
-constexpr Choice<uint8_t> kTableFullChoices[] = {
-    {"evict", SLUICE_TABLE_FULL_EVICT}, {"open", SLUICE_TABLE_FULL_OPEN}, {"closed", SLUICE_TABLE_FULL_CLOSED}};
 constexpr Choice<uint8_t> kVerdicts[] = {{"pass", SLUICE_VERDICT_PASS}, {"drop", SLUICE_VERDICT_DROP}};
 
-using Keys = std::span<const std::string_view>;
 constexpr std::string_view kTopKeys[] = {"version", "defaults", "global", "class"};
 constexpr std::string_view kDefaultsKeys[] = {
     "unit", "accuracy", "on_table_full", "non_ip", "malformed", "max_frame_bytes", "prefix_v4", "prefix_v6", "class"};
-constexpr std::string_view kLevelKeys[] = {"rate", "burst", "unit", "accuracy", "lease", "lease_ttl_ms"};
-constexpr std::string_view kPerSourceKeys[] = {"rate", "burst", "unit", "prefix_v4", "prefix_v6"};
-// Keys of a bucket level that the per-source level does without: it is exact
-// across CPUs (GCRA in one shared table), so there is nothing to split or lease.
-constexpr std::string_view kNotPerSourceKeys[] = {"accuracy", "lease", "lease_ttl_ms"};
 constexpr std::string_view kClassKeys[] = {
     "name",      "match",           "action",     "unit",        "accuracy",  "on_table_full", "prefix_v4",
     "prefix_v6", "max_frame_bytes", "per_source", "new_sources", "aggregate", "shape"};
-constexpr std::string_view kShapeKeys[] = {"queue", "max_delay_ms"};
-
-std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
-
-std::string type_name(const toml::node& node) {
-    switch (node.type()) {
-        case toml::node_type::table:
-            return "a table";
-        case toml::node_type::array:
-            return "an array";
-        case toml::node_type::string:
-            return "a string";
-        case toml::node_type::integer:
-            return "an integer";
-        case toml::node_type::floating_point:
-            return "a float";
-        case toml::node_type::boolean:
-            return "a boolean";
-        case toml::node_type::date:
-            return "a date";
-        case toml::node_type::time:
-            return "a time";
-        case toml::node_type::date_time:
-            return "a date-time";
-        case toml::node_type::none:
-            break;
-    }
-    return "nothing";
-}
-
-// What was found where something else was expected: `a float (1.5)`.
-std::string describe(const toml::node& node) {
-    std::string text = type_name(node);
-    if (const auto* string = node.as_string()) {
-        text += " (" + quoted(string->get()) + ")";  // TOML++ would print it single-quoted
-    } else if (node.is_value()) {
-        std::ostringstream value;
-        node.visit([&value](const auto& concrete) { value << concrete; });
-        text += " (" + value.str() + ")";
-    }
-    return text;
-}
-
-std::string position(std::string_view path, const toml::source_region& where) {
-    return std::string(path) + ":" + std::to_string(where.begin.line) + ":" + std::to_string(where.begin.column);
-}
-
-bool earlier(const toml::source_region& a, const toml::source_region& b) {
-    return std::tie(a.begin.line, a.begin.column) < std::tie(b.begin.line, b.begin.column);
-}
-
-// "path:line:column: field: what"
-Error located(std::string_view path, const toml::source_region& where, std::string_view field, std::string_view what) {
-    std::string message = position(path, where) + ": ";
-    if (!field.empty()) message += std::string(field) + ": ";
-    message += what;
-    return Error{std::move(message), std::string(field)};
-}
-
-std::string expected_integer(int64_t min, int64_t max) {
-    if (max != kUnbounded) return "an integer in " + std::to_string(min) + ".." + std::to_string(max);
-    if (min == 0) return "a non-negative integer";
-    return "an integer of at least " + std::to_string(min);
-}
-
-// The TOML key of a setting compile_level names in Error::setting.
-std::string_view toml_key_of(std::string_view setting) { return setting == "lease_ttl" ? "lease_ttl_ms" : setting; }
 
 bool valid_class_name(std::string_view name) {
     if (name.empty() || name.size() > kMaxClassNameLength || name[0] < 'a' || name[0] > 'z') return false;
     return std::all_of(name.begin(), name.end(),
                        [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; });
-}
-
-// One TOML table and the dotted name it goes by in errors, e.g. `class "web".per_source`.
-class Fields {
-  public:
-    Fields(std::string_view path, const toml::table& table, std::string name)
-        : path_(path), table_(table), name_(std::move(name)) {}
-
-    const std::string& name() const { return name_; }
-    const toml::node* find(std::string_view key) const { return table_.get(key); }
-    std::string field(std::string_view key) const {
-        return name_.empty() ? std::string(key) : name_ + "." + std::string(key);
-    }
-
-    // An error about the value of `key`, at that value.
-    Error at(const toml::node& value, std::string_view key, std::string_view what) const {
-        return located(path_, value.source(), field(key), what);
-    }
-    // An error about the table as a whole (a missing key), at its start.
-    Error here(std::string_view what) const { return located(path_, table_.source(), name_, what); }
-
-    // Refuses the first key (in file order) not in `allowed`: a misspelt
-    // setting must not silently leave its default in place.
-    Status only(Keys allowed) const {
-        const toml::key* unknown = nullptr;
-        for (auto&& [key, value] : table_) {
-            if (std::find(allowed.begin(), allowed.end(), key.str()) != allowed.end()) continue;
-            if (!unknown || earlier(key.source(), unknown->source())) unknown = &key;
-        }
-        if (!unknown) return ok_status();
-        std::string names;
-        for (std::string_view name : allowed) names += (names.empty() ? "" : ", ") + std::string(name);
-        return located(path_, unknown->source(), field(unknown->str()), "unknown key; allowed here: " + names);
-    }
-
-    // The integer at `key`, within min..max; nullopt when absent.
-    Result<std::optional<int64_t>> integer(std::string_view key, int64_t min, int64_t max) const {
-        const toml::node* node = find(key);
-        if (!node) return std::optional<int64_t>{};
-        const auto* value = node->as_integer();
-        if (!value) return at(*node, key, "expected " + expected_integer(min, max) + ", got " + describe(*node));
-        const int64_t number = value->get();
-        if (number < min || number > max)
-            return at(*node, key, "expected " + expected_integer(min, max) + ", got " + std::to_string(number));
-        return std::optional<int64_t>{number};
-    }
-
-    Result<std::optional<std::string>> string(std::string_view key) const {
-        const toml::node* node = find(key);
-        if (!node) return std::optional<std::string>{};
-        const auto* value = node->as_string();
-        if (!value) return at(*node, key, "expected a string, got " + describe(*node));
-        return std::optional<std::string>{value->get()};
-    }
-
-    template <class T, size_t N>
-    Result<std::optional<T>> choice(std::string_view key, const Choice<T> (&choices)[N]) const {
-        const toml::node* node = find(key);
-        if (!node) return std::optional<T>{};
-        if (const auto* value = node->as_string())
-            for (const Choice<T>& choice : choices)
-                if (value->get() == choice.name) return std::optional<T>{choice.value};
-        std::string names;
-        for (const Choice<T>& choice : choices) names += (names.empty() ? "" : ", ") + quoted(choice.name);
-        return at(*node, key, "expected one of " + names + ", got " + describe(*node));
-    }
-
-    // The sub-table at `key`; nullptr when absent.
-    Result<const toml::table*> table(std::string_view key) const {
-        const toml::node* node = find(key);
-        if (!node) return static_cast<const toml::table*>(nullptr);
-        if (!node->is_table()) return at(*node, key, "expected a table, got " + describe(*node));
-        return node->as_table();
-    }
-
-    // compile_level names the limit ("<name_>: what"); point at the setting
-    // the message is about, so the position is as precise as for a type error.
-    Error limit_error(const Error& error) const {
-        const std::string prefix = name_ + ": ";
-        if (!error.message.starts_with(prefix)) return located(path_, table_.source(), "", error.message);
-        const std::string_view what = std::string_view(error.message).substr(prefix.size());
-        const std::string_view key = toml_key_of(error.setting);
-        const toml::node* value = key.empty() ? nullptr : find(key);
-        return value ? at(*value, key, what) : here(what);
-    }
-
-  private:
-    std::string_view path_;
-    const toml::table& table_;
-    std::string name_;
-};
-
-// What [defaults] sets for every class and a class may override.
-struct ClassSettings {
-    Unit unit = Unit::packets;
-    Accuracy accuracy = Accuracy::lease;
-    uint8_t on_table_full = SLUICE_TABLE_FULL_EVICT;
-    uint32_t max_frame_bytes = kDefaultMaxFrameBytes;
-    uint8_t prefix_v4 = 32;
-    uint8_t prefix_v6 = 64;
-};
-
-// Overrides in `settings` whatever `fields` sets.
-Status read_class_settings(const Fields& fields, ClassSettings& settings) {
-    auto unit = fields.choice("unit", kUnits);
-    if (!unit) return unit.error();
-    auto accuracy = fields.choice("accuracy", kAccuracies);
-    if (!accuracy) return accuracy.error();
-    auto table_full = fields.choice("on_table_full", kTableFullChoices);
-    if (!table_full) return table_full.error();
-    auto max_frame_bytes = fields.integer("max_frame_bytes", 1, SLUICE_COST_MAX);
-    if (!max_frame_bytes) return max_frame_bytes.error();
-    auto prefix_v4 = fields.integer("prefix_v4", 1, 32);
-    if (!prefix_v4) return prefix_v4.error();
-    auto prefix_v6 = fields.integer("prefix_v6", 1, 128);
-    if (!prefix_v6) return prefix_v6.error();
-
-    settings.unit = unit.value().value_or(settings.unit);
-    settings.accuracy = accuracy.value().value_or(settings.accuracy);
-    settings.on_table_full = table_full.value().value_or(settings.on_table_full);
-    settings.max_frame_bytes = static_cast<uint32_t>(max_frame_bytes.value().value_or(settings.max_frame_bytes));
-    settings.prefix_v4 = static_cast<uint8_t>(prefix_v4.value().value_or(settings.prefix_v4));
-    settings.prefix_v6 = static_cast<uint8_t>(prefix_v6.value().value_or(settings.prefix_v6));
-    return ok_status();
 }
 
 struct ParsedClass {
@@ -275,12 +72,7 @@ class PolicyReader {
 
   private:
     Status read_defaults(const Fields& top);
-    // rate, burst and unit, the keys every limit has.
-    Result<HumanLimit> read_limit(const Fields& level, const ClassSettings& inherited) const;
-    Result<sluice_level_limit> read_level(const Fields& level, const ClassSettings& inherited) const;
-    Result<sluice_source_limit> read_source_level(const Fields& level, const ClassSettings& inherited) const;
     Result<ParsedClass> read_class(const toml::table& table, size_t number);
-    Result<sluice_shape> read_shape(const Fields& shape) const;
     Status read_match(const Fields& cls, const std::string& class_name, std::vector<PolicyPrefix>& prefixes);
     Result<std::vector<uint32_t>> assign_ids(const std::vector<ParsedClass>& classes,
                                              const std::map<std::string, uint32_t>& previous_ids) const;
@@ -317,81 +109,6 @@ Status PolicyReader::read_defaults(const Fields& top) {
     default_class_ = default_class.value();
     if (default_class_) default_class_where_ = defaults.find("class")->source();
     return ok_status();
-}
-
-Result<HumanLimit> PolicyReader::read_limit(const Fields& level, const ClassSettings& inherited) const {
-    auto rate = level.integer("rate", 0, kUnbounded);
-    if (!rate) return rate.error();
-    auto burst = level.integer("burst", 0, kUnbounded);
-    if (!burst) return burst.error();
-    auto unit = level.choice("unit", kUnits);
-    if (!unit) return unit.error();
-    if (!rate.value()) return level.here("rate is required (units per second)");
-    if (!burst.value()) return level.here("burst is required (units)");
-    HumanLimit limit;
-    limit.rate_per_s = static_cast<uint64_t>(*rate.value());
-    limit.burst = static_cast<uint64_t>(*burst.value());
-    limit.unit = unit.value().value_or(inherited.unit);
-    return limit;
-}
-
-Result<sluice_level_limit> PolicyReader::read_level(const Fields& level, const ClassSettings& inherited) const {
-    auto limit = read_limit(level, inherited);
-    if (!limit) return limit.error();
-    auto accuracy = level.choice("accuracy", kAccuracies);
-    if (!accuracy) return accuracy.error();
-    auto lease = level.integer("lease", 0, kUnbounded);
-    if (!lease) return lease.error();
-    auto lease_ttl_ms = level.integer("lease_ttl_ms", 1, kMaxLeaseTtlMs);
-    if (!lease_ttl_ms) return lease_ttl_ms.error();
-
-    LevelSettings settings;
-    settings.limit = limit.value();
-    settings.accuracy = accuracy.value().value_or(inherited.accuracy);
-    settings.cpus = cpus_;
-    settings.max_frame_bytes = inherited.max_frame_bytes;
-    if (settings.accuracy == Accuracy::split) {
-        // A split limit takes no leases: a lease setting would silently do nothing.
-        for (std::string_view key : {"lease", "lease_ttl_ms"})
-            if (const toml::node* value = level.find(key))
-                return level.at(*value, key, "applies only to accuracy = \"lease\"; this limit uses \"split\"");
-    }
-    settings.lease = static_cast<uint64_t>(lease.value().value_or(0));
-    if (lease_ttl_ms.value()) settings.lease_ttl_ns = static_cast<uint64_t>(*lease_ttl_ms.value()) * kNsPerMs;
-
-    auto compiled = compile_level(settings, level.name());
-    if (!compiled) return level.limit_error(compiled.error());
-    return compiled.value();
-}
-
-Result<sluice_source_limit> PolicyReader::read_source_level(const Fields& level, const ClassSettings& inherited) const {
-    for (std::string_view key : kNotPerSourceKeys)
-        if (const toml::node* value = level.find(key))
-            return level.at(*value, key,
-                            "per-source limits are exact across CPUs (one shared table), so they take no " +
-                                std::string(key) + "; it applies to aggregate, new_sources and global");
-    if (auto keys = level.only(kPerSourceKeys); !keys) return keys.error();
-    auto limit = read_limit(level, inherited);
-    if (!limit) return limit.error();
-    auto compiled = compile_source_limit(limit.value(), inherited.max_frame_bytes, level.name());
-    if (!compiled) return level.limit_error(compiled.error());
-    return compiled.value();
-}
-
-Result<sluice_shape> PolicyReader::read_shape(const Fields& shape) const {
-    if (auto keys = shape.only(kShapeKeys); !keys) return keys.error();
-    auto queue = shape.integer("queue", 1, SLUICE_SHAPE_QUEUE_MAX);
-    if (!queue) return queue.error();
-    auto max_delay_ms = shape.integer("max_delay_ms", 1, kMaxShapeDelayMs);
-    if (!max_delay_ms) return max_delay_ms.error();
-    // No defaults: a queue length or a delay bound picked for the operator
-    // would decide how much latency the class takes on.
-    if (!queue.value()) return shape.here("queue is required (packets)");
-    if (!max_delay_ms.value()) return shape.here("max_delay_ms is required (milliseconds)");
-    sluice_shape out{};
-    out.queue_packets = static_cast<uint32_t>(*queue.value());
-    out.max_delay_ns = static_cast<uint64_t>(*max_delay_ms.value()) * kNsPerMs;
-    return out;
 }
 
 Status PolicyReader::read_match(const Fields& cls, const std::string& class_name, std::vector<PolicyPrefix>& prefixes) {
@@ -515,15 +232,13 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
             return cls.at(*cls.find("new_sources"), "new_sources",
                           "needs a per_source limit: a source is new when the per-source table has no entry for it");
         const Fields level(path_, *new_sources.value(), cls.field("new_sources"));
-        if (auto keys = level.only(kLevelKeys); !keys) return keys.error();
-        auto limit = read_level(level, settings);
+        auto limit = read_level(level, settings, cpus_);
         if (!limit) return limit.error();
         entry.new_sources = limit.value();
     }
     if (aggregate.value()) {
         const Fields level(path_, *aggregate.value(), cls.field("aggregate"));
-        if (auto keys = level.only(kLevelKeys); !keys) return keys.error();
-        auto limit = read_level(level, settings);
+        auto limit = read_level(level, settings, cpus_);
         if (!limit) return limit.error();
         entry.aggregate = limit.value();
     }
@@ -589,8 +304,7 @@ Result<LoadedPolicy> PolicyReader::read(const toml::table& root, const std::map<
     if (!global_table) return global_table.error();
     if (global_table.value()) {
         const Fields level(path_, *global_table.value(), "global");
-        if (auto keys = level.only(kLevelKeys); !keys) return keys.error();
-        auto limit = read_level(level, defaults_);
+        auto limit = read_level(level, defaults_, cpus_);
         if (!limit) return limit.error();
         global = limit.value();
     }
@@ -659,6 +373,7 @@ Result<LoadedPolicy> PolicyReader::read(const toml::table& root, const std::map<
 }
 
 }  // namespace
+}  // namespace policy_toml_internal
 
 Result<LoadedPolicy> load_policy_toml(std::string_view text, std::string_view path,
                                       const std::map<std::string, uint32_t>& previous_ids,
@@ -668,9 +383,9 @@ Result<LoadedPolicy> load_policy_toml(std::string_view text, std::string_view pa
     try {
         root = toml::parse(text, path);
     } catch (const toml::parse_error& error) {
-        return located(path, error.source(), "TOML syntax", error.description());
+        return policy_toml_internal::located(path, error.source(), "TOML syntax", error.description());
     }
-    return PolicyReader(path, options).read(root, previous_ids);
+    return policy_toml_internal::PolicyReader(path, options).read(root, previous_ids);
 }
 
 Result<LoadedPolicy> load_policy_file(const std::string& path, const std::map<std::string, uint32_t>& previous_ids,

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+// The policy loader's reading of what one table sets, key by key: the class
+// settings [defaults] and a class share, a bucket level (rate, burst, unit,
+// accuracy, lease), a per-source level and a shape, each checked and compiled
+// with rate_limits.h. Apart from policy_toml.cpp, which puts the tables
+// together into a policy, because each of these reads one table on its own.
+#include "policy_toml_internal.h"
+
+namespace sluice::policy_toml_internal {
+namespace {
+
+constexpr uint64_t kNsPerMs = 1'000'000;
+constexpr int64_t kMaxLeaseTtlMs = kMaxLeaseTtlNs / kNsPerMs;
+constexpr int64_t kMaxShapeDelayMs = SLUICE_SHAPE_MAX_DELAY_NS / kNsPerMs;
+
+constexpr Choice<uint8_t> kTableFullChoices[] = {
+    {"evict", SLUICE_TABLE_FULL_EVICT}, {"open", SLUICE_TABLE_FULL_OPEN}, {"closed", SLUICE_TABLE_FULL_CLOSED}};
+
+constexpr std::string_view kLevelKeys[] = {"rate", "burst", "unit", "accuracy", "lease", "lease_ttl_ms"};
+constexpr std::string_view kPerSourceKeys[] = {"rate", "burst", "unit", "prefix_v4", "prefix_v6"};
+// Keys of a bucket level that the per-source level does without: it is exact
+// across CPUs (GCRA in one shared table), so there is nothing to split or lease.
+constexpr std::string_view kNotPerSourceKeys[] = {"accuracy", "lease", "lease_ttl_ms"};
+constexpr std::string_view kShapeKeys[] = {"queue", "max_delay_ms"};
+
+// rate, burst and unit, the keys every limit has.
+Result<HumanLimit> read_limit(const Fields& level, const ClassSettings& inherited) {
+    auto rate = level.integer("rate", 0, kUnbounded);
+    if (!rate) return rate.error();
+    auto burst = level.integer("burst", 0, kUnbounded);
+    if (!burst) return burst.error();
+    auto unit = level.choice("unit", kUnits);
+    if (!unit) return unit.error();
+    if (!rate.value()) return level.here("rate is required (units per second)");
+    if (!burst.value()) return level.here("burst is required (units)");
+    HumanLimit limit;
+    limit.rate_per_s = static_cast<uint64_t>(*rate.value());
+    limit.burst = static_cast<uint64_t>(*burst.value());
+    limit.unit = unit.value().value_or(inherited.unit);
+    return limit;
+}
+
+}  // namespace
+
+Status read_class_settings(const Fields& fields, ClassSettings& settings) {
+    auto unit = fields.choice("unit", kUnits);
+    if (!unit) return unit.error();
+    auto accuracy = fields.choice("accuracy", kAccuracies);
+    if (!accuracy) return accuracy.error();
+    auto table_full = fields.choice("on_table_full", kTableFullChoices);
+    if (!table_full) return table_full.error();
+    auto max_frame_bytes = fields.integer("max_frame_bytes", 1, SLUICE_COST_MAX);
+    if (!max_frame_bytes) return max_frame_bytes.error();
+    auto prefix_v4 = fields.integer("prefix_v4", 1, 32);
+    if (!prefix_v4) return prefix_v4.error();
+    auto prefix_v6 = fields.integer("prefix_v6", 1, 128);
+    if (!prefix_v6) return prefix_v6.error();
+
+    settings.unit = unit.value().value_or(settings.unit);
+    settings.accuracy = accuracy.value().value_or(settings.accuracy);
+    settings.on_table_full = table_full.value().value_or(settings.on_table_full);
+    settings.max_frame_bytes = static_cast<uint32_t>(max_frame_bytes.value().value_or(settings.max_frame_bytes));
+    settings.prefix_v4 = static_cast<uint8_t>(prefix_v4.value().value_or(settings.prefix_v4));
+    settings.prefix_v6 = static_cast<uint8_t>(prefix_v6.value().value_or(settings.prefix_v6));
+    return ok_status();
+}
+
+Result<sluice_level_limit> read_level(const Fields& level, const ClassSettings& inherited, uint32_t cpus) {
+    if (auto keys = level.only(kLevelKeys); !keys) return keys.error();
+    auto limit = read_limit(level, inherited);
+    if (!limit) return limit.error();
+    auto accuracy = level.choice("accuracy", kAccuracies);
+    if (!accuracy) return accuracy.error();
+    auto lease = level.integer("lease", 0, kUnbounded);
+    if (!lease) return lease.error();
+    auto lease_ttl_ms = level.integer("lease_ttl_ms", 1, kMaxLeaseTtlMs);
+    if (!lease_ttl_ms) return lease_ttl_ms.error();
+
+    LevelSettings settings;
+    settings.limit = limit.value();
+    settings.accuracy = accuracy.value().value_or(inherited.accuracy);
+    settings.cpus = cpus;
+    settings.max_frame_bytes = inherited.max_frame_bytes;
+    if (settings.accuracy == Accuracy::split) {
+        // A split limit takes no leases: a lease setting would silently do nothing.
+        for (std::string_view key : {"lease", "lease_ttl_ms"})
+            if (const toml::node* value = level.find(key))
+                return level.at(*value, key, "applies only to accuracy = \"lease\"; this limit uses \"split\"");
+    }
+    settings.lease = static_cast<uint64_t>(lease.value().value_or(0));
+    if (lease_ttl_ms.value()) settings.lease_ttl_ns = static_cast<uint64_t>(*lease_ttl_ms.value()) * kNsPerMs;
+
+    auto compiled = compile_level(settings, level.name());
+    if (!compiled) return level.limit_error(compiled.error());
+    return compiled.value();
+}
+
+Result<sluice_source_limit> read_source_level(const Fields& level, const ClassSettings& inherited) {
+    for (std::string_view key : kNotPerSourceKeys)
+        if (const toml::node* value = level.find(key))
+            return level.at(*value, key,
+                            "per-source limits are exact across CPUs (one shared table), so they take no " +
+                                std::string(key) + "; it applies to aggregate, new_sources and global");
+    if (auto keys = level.only(kPerSourceKeys); !keys) return keys.error();
+    auto limit = read_limit(level, inherited);
+    if (!limit) return limit.error();
+    auto compiled = compile_source_limit(limit.value(), inherited.max_frame_bytes, level.name());
+    if (!compiled) return level.limit_error(compiled.error());
+    return compiled.value();
+}
+
+Result<sluice_shape> read_shape(const Fields& shape) {
+    if (auto keys = shape.only(kShapeKeys); !keys) return keys.error();
+    auto queue = shape.integer("queue", 1, SLUICE_SHAPE_QUEUE_MAX);
+    if (!queue) return queue.error();
+    auto max_delay_ms = shape.integer("max_delay_ms", 1, kMaxShapeDelayMs);
+    if (!max_delay_ms) return max_delay_ms.error();
+    // No defaults: a queue length or a delay bound picked for the operator
+    // would decide how much latency the class takes on.
+    if (!queue.value()) return shape.here("queue is required (packets)");
+    if (!max_delay_ms.value()) return shape.here("max_delay_ms is required (milliseconds)");
+    sluice_shape out{};
+    out.queue_packets = static_cast<uint32_t>(*queue.value());
+    out.max_delay_ns = static_cast<uint64_t>(*max_delay_ms.value()) * kNsPerMs;
+    return out;
+}
+
+}  // namespace sluice::policy_toml_internal

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+// The DPDK dataplane's state, shared by its two halves and not part of its
+// interface (dpdk_dataplane.h is): dpdk_worker.cpp, the per-packet path each
+// worker runs on its own lcore, and dpdk_dataplane.cpp, the control side that
+// allocates the tables, writes policy slots and reads counters. Both see each
+// worker's state, the policy slots and the shared tables laid out here, and
+// the core's per-packet accounting (sluice/account.h) bound to a worker.
+#pragma once
+
+#include <rte_common.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+
+#include <cstdint>
+
+#include "dpdk_dataplane.h"
+
+#include "sluice/host_lock.h"
+// (the lock above is what decide.h uses)
+#include "sluice/decide.h"
+#include "sluice/shape.h"
+
+namespace sluice {
+
+// TSC cycles to ns without overflow for centuries of uptime.
+__extension__ typedef unsigned __int128 uint128;
+inline uint64_t cycles_to_ns(uint64_t cycles, uint64_t hz) {
+    return static_cast<uint64_t>(static_cast<uint128>(cycles) * 1'000'000'000u / hz);
+}
+
+// One class's shaping queue on one worker: a FIFO ring of held frames with
+// their deadlines, sized to the next power of two of the policy's bound and
+// allocated the first time the class queues (policies rarely shape). Whether
+// a frame may join and when it leaves is the core's (sluice/shape.h).
+struct ShapedFrame {
+    rte_mbuf* mbuf;
+    uint64_t deadline_ns;
+};
+
+struct ShapeQueue {
+    ShapedFrame* ring = nullptr;
+    uint32_t capacity = 0;  // a power of two, 0 until first used
+    uint32_t head = 0;
+    sluice_shape_queue held{};  // frames waiting and their cost at the class aggregate
+};
+
+struct alignas(RTE_CACHE_LINE_SIZE) WorkerState {
+    uint32_t index;
+    PortQueue rx, tx;
+    alignas(RTE_CACHE_LINE_SIZE) sluice_cpu_bucket class_buckets[SLUICE_MAX_CLASSES];
+    sluice_cpu_bucket new_source_buckets[SLUICE_MAX_CLASSES];
+    sluice_cpu_bucket global_bucket;
+    // Written by this worker only; the control thread reads them relaxed.
+    alignas(RTE_CACHE_LINE_SIZE) sluice_counter counters[SLUICE_COUNTER_SLOTS];
+    uint64_t stats[SLUICE_STAT_COUNT];
+    uint64_t decide_cycles, decisions;
+    __u64 drops_seen;         // drives 1-in-N drop event sampling
+    rte_ring* events;         // sampled drops, single producer (this worker), single consumer (control)
+    sluice_drop_event event;  // a sampled drop, filled here and copied into `events`
+    ShapeQueue queues[SLUICE_MAX_CLASSES];
+    uint64_t queued_classes[SLUICE_MAX_CLASSES / 64];  // bit per class with a non-empty queue
+};
+
+// What the core's per-packet accounting (sluice/account.h) reaches on one
+// worker for one burst.
+struct Accounting {
+    WorkerState* state;
+    uint64_t now;          // the burst's time, which drop events carry
+    uint32_t sample_mask;  // one drop in (mask + 1) becomes an event
+};
+
+}  // namespace sluice
+
+#define SLUICE_ACCOUNT_CTX sluice::Accounting
+#define SLUICE_COUNTER(ctx, index) (&(ctx)->state->counters[*(index)])
+#define SLUICE_STAT_ADD(ctx, stat) ((ctx)->state->stats[stat]++)
+#define SLUICE_DROP_COUNT(ctx) (&(ctx)->state->drops_seen)
+#define SLUICE_DROP_SAMPLE_MASK(ctx) ((ctx)->sample_mask)
+#define SLUICE_EVENT_RESERVE(ctx) (&(ctx)->state->event)
+#define SLUICE_EVENT_SUBMIT(ctx, event) (rte_ring_sp_enqueue_elem((ctx)->state->events, (event), sizeof(*(event))) == 0)
+#define SLUICE_EVENT_NOW(ctx) ((ctx)->now)
+#include "sluice/account.h"
+
+namespace sluice {
+
+struct DpdkDataplane::Slot {
+    sluice_policy_header header{};
+    sluice_class_entry classes[SLUICE_MAX_CLASSES]{};
+    sluice_shape_drain drains[SLUICE_MAX_CLASSES]{};  // by class id, for classes with an aggregate
+    rte_lpm* lpm4 = nullptr;
+    rte_lpm6* lpm6 = nullptr;
+};
+
+struct DpdkDataplane::Shared {
+    // The source table: every worker's, as the XDP program's is every CPU's.
+    sluice_source_set* sets = nullptr;
+    uint32_t set_count = 0;  // a power of two
+    sluice_hash_key hash_key{};
+    sluice_shared_bucket* classes = nullptr;      // [SLUICE_MAX_CLASSES]
+    sluice_shared_bucket* new_sources = nullptr;  // [SLUICE_MAX_CLASSES]
+    sluice_shared_bucket* global = nullptr;       // [1]
+};
+
+}  // namespace sluice
