@@ -3,9 +3,11 @@
 // (sluice/abi.h); these tests keep the two from drifting apart.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 
 #include "sluice/abi.h"
@@ -23,9 +25,13 @@ const std::filesystem::path kExamples = SLUICE_EXAMPLES_DIR;
 
 // 1048576 -> "1,048,576", as the README writes large counts.
 std::string with_commas(uint64_t value) {
-    std::string digits = std::to_string(value);
-    for (size_t at = digits.size(); at > 3; at -= 3) digits.insert(at - 3, ",");
-    return digits;
+    const std::string digits = std::to_string(value);
+    std::string grouped;
+    for (size_t at = 0; at < digits.size(); at++) {
+        if (at > 0 && (digits.size() - at) % 3 == 0) grouped += ',';
+        grouped += digits[at];
+    }
+    return grouped;
 }
 
 // 100000000000 -> "10^11", 4000000000 -> "4·10^9", as the README writes maxima.
@@ -49,6 +55,32 @@ TEST(DocsConstants, TheReadmeStatesThePolicyLimitsAndDefaultsOfAbiH) {
              "one drop in " + std::to_string(SLUICE_DROP_SAMPLE_PERIOD_DEFAULT) + " (",
          })
         EXPECT_NE(readme.find(stated), std::string::npos) << "README.md should say: " << stated;
+}
+
+// 1048576 -> "2^20".
+std::string power_of_two(uint64_t value) { return "2^" + std::to_string(std::countr_zero(value)); }
+
+// Its parts, numbers included, as one string.
+template <class... Parts>
+std::string joined(const Parts&... parts) {
+    std::ostringstream out;
+    (out << ... << parts);
+    return out.str();
+}
+
+TEST(DocsConstants, TheArchitectureStatesTheBoundsOfAbiH) {
+    const std::string architecture = read_doc(kExamples.parent_path() / "ARCHITECTURE.md");
+    for (const std::string& stated : {
+             joined("default ", power_of_two(SLUICE_SOURCE_CAPACITY_DEFAULT), " (",
+                    SLUICE_SOURCE_CAPACITY_DEFAULT * sizeof(__u64) >> 20, " MiB), ", SLUICE_SOURCE_CAPACITY_MIN, " .. ",
+                    power_of_two(SLUICE_SOURCE_CAPACITY_MAX)),
+             joined("≤ ", SLUICE_MAX_CLASSES - 1, " classes, ≤ ", SLUICE_MAX_PREFIXES_PER_FAMILY,
+                    " prefixes per address family per slot"),
+             joined("one drop in ", SLUICE_DROP_SAMPLE_PERIOD_DEFAULT, " by default"),
+             joined("≤ ", with_commas(SLUICE_SHAPE_QUEUE_MAX), " packets, ≤ ", SLUICE_SHAPE_MAX_DELAY_NS / SLUICE_NANO,
+                    " s of delay"),
+         })
+        EXPECT_NE(architecture.find(stated), std::string::npos) << "ARCHITECTURE.md should say: " << stated;
 }
 
 TEST(DocsConstants, ThePolicySchemaStatesThePrefixLimit) {
