@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// Layer: dataplane/dpdk. Sees the core, control/lib and DPDK; never libbpf
+// or control/xdp. Only sluice_dpdk.cpp, the program, includes the daemon.
 // The DPDK dataplane behind sluice-dpdk: the same decision core as the XDP
 // program (dataplane/include/sluice/), over tables a DPDK process owns.
 //

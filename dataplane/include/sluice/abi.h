@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
+ * Layer: the core (dataplane/include/sluice/), the bottom of every build.
+ * Its headers include each other, linux/types.h and linux/bpf.h only: they
+ * compile into the BPF program as well as into host code.
+ *
  * Every structure that crosses between user space and the kernel (or the DPDK
  * workers), in one place. Included by the BPF object, the DPDK workers, the
  * control library and the tests: nothing here may depend on either side.
