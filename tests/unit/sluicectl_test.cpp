@@ -104,22 +104,26 @@ TEST(SluicectlArgs, UsageErrorsSayWhatIsWrong) {
         {{"frobnicate"},
          "unknown command \"frobnicate\" (commands: status, attach, detach, policy, stats, top; sluicectl --help "
          "lists them)"},
-        {{"policy", "push"}, "policy push: missing FILE"},
-        {{"policy", "push", "p.toml", "--if-version", "x"}, "--if-version: \"x\" is not a number"},
-        {{"policy", "push", "p.toml", "--if-version", "-1"}, "--if-version: \"-1\" is not a number"},
-        {{"policy", "push", "p.toml", "--if-version"}, "policy push: --if-version needs a value"},
+        {{"policy", "push"}, "policy push: FILE is required"},
+        {{"policy", "push", "p.toml", "--if-version", "x"}, "policy push: --if-version: \"x\" is not a number"},
+        {{"policy", "push", "p.toml", "--if-version", "-1"}, "policy push: --if-version: \"-1\" is not a number"},
+        {{"policy", "push", "p.toml", "--if-version"}, "policy push: --if-version: 1 required N missing"},
         {{"policy", "push", "p.toml", "--if-version", "99999999999999999999"},
-         "--if-version: \"99999999999999999999\" is too large"},
+         "policy push: --if-version: \"99999999999999999999\" is too large"},
         {{"policy", "push", "a.toml", "b.toml"}, "policy push: unexpected argument \"b.toml\""},
-        {{"policy", "push", "p.toml", "--dry-run=yes"}, "policy push: --dry-run takes no value"},
-        {{"policy"}, "policy: missing what to do (push, show, history, rollback, diff)"},
-        {{"policy", "apply"}, "policy: unknown verb \"apply\" (push, show, history, rollback, diff)"},
+        {{"policy", "push", "p.toml", "--dry-run=yes"}, "policy push: --dry-run: takes no value"},
+        {{"policy"},
+         "policy: missing command (commands: push, show, history, rollback, diff; sluicectl policy --help lists "
+         "them)"},
+        {{"policy", "apply"},
+         "policy: unknown command \"apply\" (commands: push, show, history, rollback, diff; sluicectl policy --help "
+         "lists them)"},
         {{"policy", "show", "latest"}, "policy show: N: \"latest\" is not a number"},
-        {{"policy", "diff", "1"}, "policy diff: missing B"},
-        {{"policy", "diff"}, "policy diff: missing A and B"},
+        {{"policy", "diff", "1"}, "policy diff: B is required"},
+        {{"policy", "diff"}, "policy diff: A is required"},
         {{"policy", "diff", "1", "x"}, "policy diff: B: \"x\" is not a number"},
-        {{"policy", "rollback", "--to", "two"}, "--to: \"two\" is not a number"},
-        {{"attach"}, "attach: missing IFNAME"},
+        {{"policy", "rollback", "--to", "two"}, "policy rollback: --to: \"two\" is not a number"},
+        {{"attach"}, "attach: IFNAME is required"},
         {{"attach", "sl0", "--mode", "fast"}, "attach: --mode: \"fast\" is neither native nor generic"},
         {{"detach", "sl0", "sl1"}, "detach: unexpected argument \"sl1\""},
         {{"status", "--json"}, "status: unknown option --json (global options go before the command)"},
@@ -127,10 +131,8 @@ TEST(SluicectlArgs, UsageErrorsSayWhatIsWrong) {
         {{"--timeout", "soon", "status"}, "--timeout: \"soon\" is not a number"},
         {{"--timeout", "100000000", "status"},
          "--timeout: 100000000 ms is more than a day (86400000); 0 waits forever"},
-        {{"--socket"}, "--socket needs a PATH"},
-        {{"--verbose", "status"},
-         "unknown option --verbose (options before the command: --socket PATH, --json, --timeout MS, --help, "
-         "--version)"},
+        {{"--socket"}, "--socket: 1 required PATH missing"},
+        {{"--verbose", "status"}, "unknown option --verbose"},
     };
     for (const auto& [args, expected] : cases) {
         const Invocation invocation = parse(args);
@@ -149,11 +151,11 @@ TEST(SluicectlArgs, TopTakesOneToAThousandSources) {
     EXPECT_EQ(parse({"top", "-n", "1000"}).args, (json{{"n", 1000}}));
     EXPECT_EQ(parse({"top"}).command, Verb::top);
     const std::pair<std::vector<std::string>, std::string> cases[] = {
-        {{"top", "-n", "0"}, "-n: 0 is not in 1..1000"},
-        {{"top", "-n", "1001"}, "-n: 1001 is not in 1..1000"},
-        {{"top", "-n", "-3"}, "-n: \"-3\" is not a number"},
-        {{"top", "-n", "ten"}, "-n: \"ten\" is not a number"},
-        {{"top", "-n"}, "top: -n needs a value"},
+        {{"top", "-n", "0"}, "top: -n: 0 is not in 1..1000"},
+        {{"top", "-n", "1001"}, "top: -n: 1001 is not in 1..1000"},
+        {{"top", "-n", "-3"}, "top: -n: \"-3\" is not a number"},
+        {{"top", "-n", "ten"}, "top: -n: \"ten\" is not a number"},
+        {{"top", "-n"}, "top: -n: 1 required N missing"},
         {{"top", "10.2.0.1"}, "top: unexpected argument \"10.2.0.1\""},
         {{"stats", "-n", "5"}, "stats: unknown option -n"},
     };
@@ -182,25 +184,25 @@ TEST(SluicectlArgs, WatchIntervalAndCount) {
         EXPECT_EQ(parse({command, "--watch", "--interval", "3600"}).interval_s, 3600.0);
     }
     const std::pair<std::vector<std::string>, std::string> cases[] = {
-        {{"stats", "--interval", "2"}, "stats: --interval needs --watch"},
-        {{"top", "--count", "2"}, "top: --count needs --watch"},
-        {{"stats", "--watch", "--interval", "0.05"}, "--interval: 0.05 is not in 0.1..3600 seconds"},
-        {{"stats", "--watch", "--interval", "0"}, "--interval: 0 is not in 0.1..3600 seconds"},
-        {{"stats", "--watch", "--interval", "3601"}, "--interval: 3601 is not in 0.1..3600 seconds"},
-        {{"stats", "--watch", "--interval", "-1"}, "--interval: -1 is not in 0.1..3600 seconds"},
-        {{"stats", "--watch", "--interval", "1e400"}, "--interval: \"1e400\" is not a number of seconds (0.1..3600)"},
-        {{"top", "--watch", "--interval", "1s"}, "--interval: \"1s\" is not a number of seconds (0.1..3600)"},
-        {{"top", "--watch", "--interval", "nan"}, "--interval: \"nan\" is not a number of seconds (0.1..3600)"},
-        {{"top", "--watch", "--interval", "inf"}, "--interval: inf is not in 0.1..3600 seconds"},
-        {{"top", "--watch", "--interval="}, "--interval: \"\" is not a number of seconds (0.1..3600)"},
-        {{"top", "--watch", "--interval"}, "top: --interval needs a value"},
-        {{"top", "--watch", "--count", "0"}, "--count: 0 refreshes; give 1 or more (without --count: until Ctrl-C)"},
-        {{"top", "--watch", "--count", "two"}, "--count: \"two\" is not a number"},
-        {{"stats", "--watch=yes"}, "stats: --watch takes no value"},
+        {{"stats", "--interval", "2"}, "stats: --interval requires --watch"},
+        {{"top", "--count", "2"}, "top: --count requires --watch"},
+        {{"stats", "--watch", "--interval", "0.05"}, "stats: --interval: 0.05 is not in 0.1..3600 seconds"},
+        {{"stats", "--watch", "--interval", "0"}, "stats: --interval: 0 is not in 0.1..3600 seconds"},
+        {{"stats", "--watch", "--interval", "3601"}, "stats: --interval: 3601 is not in 0.1..3600 seconds"},
+        {{"stats", "--watch", "--interval", "-1"}, "stats: --interval: -1 is not in 0.1..3600 seconds"},
+        {{"stats", "--watch", "--interval", "1e400"},
+         "stats: --interval: \"1e400\" is not a number of seconds (0.1..3600)"},
+        {{"top", "--watch", "--interval", "1s"}, "top: --interval: \"1s\" is not a number of seconds (0.1..3600)"},
+        {{"top", "--watch", "--interval", "nan"}, "top: --interval: \"nan\" is not a number of seconds (0.1..3600)"},
+        {{"top", "--watch", "--interval", "inf"}, "top: --interval: inf is not in 0.1..3600 seconds"},
+        {{"top", "--watch", "--interval="}, "top: --interval: 1 required S missing"},
+        {{"top", "--watch", "--interval"}, "top: --interval: 1 required S missing"},
+        {{"top", "--watch", "--count", "0"},
+         "top: --count: 0 refreshes; give 1 or more (without --count: until Ctrl-C)"},
+        {{"top", "--watch", "--count", "two"}, "top: --count: \"two\" is not a number"},
+        {{"stats", "--watch=yes"}, "stats: --watch: takes no value"},
         {{"status", "--watch"}, "status: unknown option --watch"},
-        {{"--watch", "stats"},
-         "unknown option --watch (options before the command: --socket PATH, --json, --timeout MS, --help, "
-         "--version)"},
+        {{"--watch", "stats"}, "unknown option --watch"},
     };
     for (const auto& [args, expected] : cases) {
         EXPECT_EQ(parse(args).usage_error, expected) << args.back();
@@ -214,6 +216,47 @@ TEST(SluicectlArgs, HelpAndVersionWinAnywhere) {
     EXPECT_EQ(parse({"policy", "--help"}).action, Invocation::Action::help);
     EXPECT_EQ(parse({"top", "--watch", "-h"}).action, Invocation::Action::help);
     EXPECT_EQ(parse({"--version"}).action, Invocation::Action::version);
+    // Also after a mistake: CLI11 checks values before it looks at --help.
+    EXPECT_EQ(parse({"nonsense", "-h"}).action, Invocation::Action::help);
+    EXPECT_EQ(parse({"top", "-n", "0", "--help"}).action, Invocation::Action::help);
+    EXPECT_EQ(parse({"policy", "show", "latest", "-h"}).action, Invocation::Action::help);
+    EXPECT_EQ(parse({"--version", "frobnicate"}).action, Invocation::Action::version);
+    EXPECT_EQ(parse({"--version"}).output.rfind("sluicectl ", 0), 0U);
+}
+
+// `sluicectl COMMAND --help` is the command's own: its usage line, its
+// arguments and options, each with what it does.
+TEST(SluicectlArgs, EachCommandHasItsOwnHelp) {
+    for (const VerbSpec& spec : kVerbs) {
+        std::vector<std::string> args;
+        const std::string command(command_of(spec.verb));
+        for (std::size_t at = 0, space = 0; space != std::string::npos; at = space + 1) {
+            space = command.find(' ', at);
+            args.push_back(command.substr(at, space - at));
+        }
+        args.push_back("--help");
+        const Invocation help = parse(args);
+        EXPECT_EQ(help.action, Invocation::Action::help) << command;
+        EXPECT_EQ(help.output.rfind(std::string(spec.help) + "\nUsage: sluicectl " + command + " [OPTIONS]", 0), 0U)
+            << help.output;
+    }
+    const std::string push = parse({"policy", "push", "-h"}).output;
+    for (const char* line : {"Usage: sluicectl policy push [OPTIONS] FILE\n", "\n  FILE REQUIRED ",
+                             "\n  --if-version N ", "\n  --dry-run "}) {
+        EXPECT_NE(push.find(line), std::string::npos) << line << " in\n" << push;
+    }
+    const std::string top = parse({"top", "--help"}).output;
+    for (const char* line : {"\n  -n N ", "(1..1000; default 20)", "\n  --watch ", "\n  --interval S Needs: --watch ",
+                             "(default 1; 0.1..3600)", "\n  --count K Needs: --watch "}) {
+        EXPECT_NE(top.find(line), std::string::npos) << line << " in\n" << top;
+    }
+    const std::string policy = parse({"policy", "--help"}).output;
+    EXPECT_NE(policy.find("Usage: sluicectl policy [OPTIONS] COMMAND\n"), std::string::npos) << policy;
+    for (const VerbSpec& spec : kVerbs) {
+        const std::string_view command = command_of(spec.verb);
+        if (!command.starts_with("policy ")) continue;
+        EXPECT_NE(policy.find("\n  " + std::string(command.substr(7)) + " "), std::string::npos) << command;
+    }
 }
 
 // verbs.h declares every verb once; sluicectl knows each by its command and
@@ -243,12 +286,14 @@ TEST(SluicectlArgs, UsageListsEveryCommandOnOneLine) {
           "\n  stats [--watch] [--interval S] [--count K] ", "\n  top [-n N] [--watch] [--interval S] [--count K] "}) {
         EXPECT_NE(usage.find(synopsis), std::string::npos) << synopsis;
     }
-    for (const char* option : {"--socket PATH", "--json", "--timeout MS", "-h, --help", "--version", "$SLUICE_SOCKET",
-                               "\n  --watch ", "\n  --interval S ", "\n  --count K "}) {
+    for (const char* option : {"\n  --socket PATH ", "\n  --json ", "\n  --timeout MS ", "\n  -h,--help ",
+                               "\n  --version ", "$SLUICE_SOCKET", "\nExit status: "}) {
         EXPECT_NE(usage.find(option), std::string::npos) << option;
     }
-    std::istringstream lines(usage);
-    for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100U) << line;
+    for (const std::string& help : {usage, parse({"top", "--help"}).output, parse({"policy", "push", "-h"}).output}) {
+        std::istringstream lines(help);
+        for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100U) << line;
+    }
 }
 
 // README.md's sluicectl block is a copy of --help's synopsis and command
@@ -260,14 +305,17 @@ TEST(SluicectlArgs, ReadmeListsTheCommandsAsHelpDoes) {
     const std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
     std::istringstream usage(usage_text());
     std::string line;
-    ASSERT_TRUE(std::getline(usage, line));
-    const std::string synopsis = line.substr(std::string("usage: ").size());
+    // CLI11 prints the description first, then the usage line.
+    do {
+        ASSERT_TRUE(std::getline(usage, line)) << "no usage line";
+    } while (line.rfind("Usage: ", 0) != 0);
+    const std::string synopsis = line.substr(std::string("Usage: ").size());
     std::string expected = "```\n" + synopsis + "\n";
     bool in_commands = false;
     while (std::getline(usage, line)) {
         if (in_commands && line.empty()) break;
         if (in_commands) expected += line + "\n";
-        in_commands = in_commands || line == "commands:";
+        in_commands = in_commands || line == "Commands:";
     }
     expected += "```\n";
     EXPECT_NE(text.find(expected), std::string::npos) << "README.md should hold, verbatim:\n" << expected;
@@ -732,9 +780,9 @@ TEST_F(SluicectlRun, PeerRefusedByTheDaemonExitsFour) {
 TEST_F(SluicectlRun, UsageErrorExitsTwoAndIsJsonWithJson) {
     const Outcome outcome = run({"--json", "policy", "push"});
     EXPECT_EQ(outcome.status, 2);
-    EXPECT_EQ(outcome.err, "sluicectl: policy push: missing FILE\n");
+    EXPECT_EQ(outcome.err, "sluicectl: policy push: FILE is required\n");
     EXPECT_EQ(json::parse(outcome.out),
-              (json{{"error", {{"code", "usage"}, {"message", "policy push: missing FILE"}, {"setting", ""}}}}));
+              (json{{"error", {{"code", "usage"}, {"message", "policy push: FILE is required"}, {"setting", ""}}}}));
 }
 
 TEST_F(SluicectlRun, HelpAndVersionPrintToStdout) {
