@@ -259,6 +259,31 @@ TEST(SluicectlArgs, EachCommandHasItsOwnHelp) {
     }
 }
 
+// CLI11's own number conversion takes "010" as octal, "0x10" as hex and "-1"
+// as 2^64 - 1; sluicectl's numbers stay decimal.
+TEST(SluicectlArgs, NumbersAreDecimal) {
+    EXPECT_EQ(parse({"top", "-n", "010"}).args, (json{{"n", 10}}));
+    EXPECT_EQ(parse({"policy", "diff", "010", "0"}).args, (json{{"from", 10}, {"to", 0}}));
+    EXPECT_EQ(parse({"--timeout", "0100", "status"}).global.timeout_ms, 100);
+    EXPECT_EQ(parse({"top", "-n", "0x10"}).usage_error, "top: -n: \"0x10\" is not a number");
+    EXPECT_EQ(parse({"policy", "show", "+3"}).usage_error, "policy show: N: \"+3\" is not a number");
+    EXPECT_EQ(parse({"policy", "show", " 3"}).usage_error, "policy show: N: \" 3\" is not a number");
+    EXPECT_EQ(parse({"stats", "--watch", "--interval", "0x1p-1"}).usage_error,
+              "stats: --interval: \"0x1p-1\" is not a number of seconds (0.1..3600)");
+}
+
+// An option given twice keeps its last value, and only that one is checked,
+// as before CLI11.
+TEST(SluicectlArgs, TheLastOfARepeatedOptionCounts) {
+    const Invocation top = parse({"top", "-n", "0", "--watch", "-n=7", "--count", "x", "--count", "2"});
+    ASSERT_TRUE(top.ok()) << top.usage_error;
+    EXPECT_EQ(top.args, (json{{"n", 7}}));
+    EXPECT_EQ(top.count, 2U);
+    EXPECT_EQ(parse({"--socket", "/tmp/a.sock", "--socket=/tmp/b.sock", "status"}).global.socket_path, "/tmp/b.sock");
+    EXPECT_EQ(parse({"attach", "sl0", "--mode", "fast", "--mode", "generic"}).args,
+              (json{{"interface", "sl0"}, {"mode", "generic"}}));
+}
+
 // verbs.h declares every verb once; sluicectl knows each by its command and
 // sends it under its wire name.
 TEST(SluicectlArgs, EveryDeclaredVerbIsACommand) {
@@ -783,6 +808,31 @@ TEST_F(SluicectlRun, UsageErrorExitsTwoAndIsJsonWithJson) {
     EXPECT_EQ(outcome.err, "sluicectl: policy push: FILE is required\n");
     EXPECT_EQ(json::parse(outcome.out),
               (json{{"error", {{"code", "usage"}, {"message", "policy push: FILE is required"}, {"setting", ""}}}}));
+}
+
+TEST_F(SluicectlRun, UnknownCommandExitsTwoAndSendsNothing) {
+    start();
+    for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+             {"frobnicate"}, {"policy", "apply"}, {"--json", "stauts"}, {"status", "--json"}}) {
+        const Outcome outcome = run(args);
+        EXPECT_EQ(outcome.status, 2) << args.back();
+        EXPECT_EQ(outcome.err.rfind("sluicectl: ", 0), 0U) << outcome.err;
+        EXPECT_NE(outcome.err.find("unknown"), std::string::npos) << outcome.err;
+    }
+    EXPECT_TRUE(requests().empty());
+}
+
+TEST_F(SluicectlRun, CommandHelpExitsZeroAndSendsNothing) {
+    start();
+    for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+             {"policy", "push", "--help"}, {"top", "-h"}, {"policy", "--help"}, {"attach", "--mode", "x", "-h"}}) {
+        const Outcome help = run(args);
+        EXPECT_EQ(help.status, 0) << args.front();
+        EXPECT_EQ(help.out, parse(args).output);
+        EXPECT_NE(help.out.find("Usage: sluicectl " + args.front()), std::string::npos) << help.out;
+        EXPECT_EQ(help.err, "");
+    }
+    EXPECT_TRUE(requests().empty());
 }
 
 TEST_F(SluicectlRun, HelpAndVersionPrintToStdout) {
