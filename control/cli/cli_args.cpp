@@ -328,7 +328,8 @@ class CommandLine {
                 ->type_name("PATH");
         json_option_ = add_switch(app_, "--json", invocation.global.json,
                                   "print the daemon's result as one JSON document;\nerrors as {\"error\": {...}}");
-        add_value(app_, "--timeout", "give up after MS milliseconds (default 10000; 0 waits forever)",
+        add_value(app_, "--timeout",
+                  "give up after MS milliseconds (default " + std::to_string(kDefaultTimeoutMs) + "; 0 waits forever)",
                   [&global = invocation.global](const std::string& text) {
                       std::uint64_t timeout_ms = 0;
                       if (std::string problem = parse_count(text, timeout_ms); !problem.empty()) return problem;
