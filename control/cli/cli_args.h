@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // sluicectl's command line: global options, then a command and its own
-// arguments, turned into the control request to send. Pure (no I/O), so every
+// arguments, turned into the control request to send. Parsed with CLI11, each
+// command a subcommand built from kVerbs (verbs.h). Pure (no I/O), so every
 // usage error is unit-tested.
 //
 //   sluicectl [--socket PATH] [--json] [--timeout MS] COMMAND ...
@@ -22,18 +23,18 @@
 namespace sluice::cli {
 
 inline constexpr int kDefaultTimeoutMs = 10000;
-// top: how many sources by default, and at most (sluiced's own limit).
 // --watch: seconds between refreshes by default, and the range --interval takes.
 inline constexpr double kDefaultWatchIntervalS = 1.0;
 inline constexpr double kMinWatchIntervalS = 0.1;
 inline constexpr double kMaxWatchIntervalS = 3600.0;
 
-// The usage text --help prints: every command with one line each, the
-// options and the exit codes.
+// What `sluicectl --help` prints: the global options, every command with
+// one line each, and the exit codes. `sluicectl COMMAND --help` prints the
+// command's own arguments and options.
 std::string usage_text();
 
 struct GlobalOptions {
-    std::string socket_path;
+    std::string socket_path{kDefaultSocketPath};  // else $SLUICE_SOCKET, else --socket
     bool json = false;
     int timeout_ms = kDefaultTimeoutMs;  // -1: no limit (--timeout 0)
 };
@@ -43,6 +44,9 @@ struct Invocation {
 
     GlobalOptions global;
     Action action = Action::run;
+    // help and version: what to print on stdout (the help of the command
+    // asked about, or "sluicectl VERSION").
+    std::string output;
     // What went wrong when the command line is unusable (exit 2); the fields
     // below are then incomplete, but `global` holds what was parsed, so
     // --json still shapes the error.

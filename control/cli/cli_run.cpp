@@ -26,10 +26,6 @@
 #include "result.h"
 #include "unique_fd.h"
 
-#ifndef SLUICE_VERSION
-#define SLUICE_VERSION "unknown"
-#endif
-
 namespace sluice::cli {
 namespace {
 
@@ -214,15 +210,9 @@ int run_sluicectl(const std::vector<std::string>& args, const char* socket_env, 
                   std::ostream& err, const WatchHooks& hooks) {
     Invocation invocation = parse_command_line(args, socket_env);
     const bool as_json = invocation.global.json;
-    switch (invocation.action) {
-        case Invocation::Action::help:
-            out << usage_text();
-            return kExitOk;
-        case Invocation::Action::version:
-            out << "sluicectl " << SLUICE_VERSION << "\n";
-            return kExitOk;
-        case Invocation::Action::run:
-            break;
+    if (invocation.action != Invocation::Action::run) {
+        out << invocation.output;
+        return kExitOk;
     }
     if (!invocation.ok()) return report({kExitUsage, "usage", invocation.usage_error, ""}, as_json, out, err);
 

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the command lines of sluiced, sluice-dpdk and sluice-bench share on top
-// of CLI11: an option given twice keeps its last value, --version prints
-// "<name> <version>", --log-level takes the logger's levels, and parsing says
-// how the process should end, as the hand-written parsers before CLI11 did:
-// 0 after --help or --version (printed on stdout), 2 after a usage error
-// (printed on stderr as "<name>: <what>" with a pointer to --help).
+// What the command lines of sluiced, sluice-dpdk, sluice-bench and sluicectl
+// share on top of CLI11: an option given twice keeps its last value, --version
+// prints "<name> <version>", --log-level takes the logger's levels, and parsing
+// says how the process should end, as the hand-written parsers before CLI11
+// did: 0 after --help or --version (printed on stdout), 2 after a usage error
+// (printed on stderr as "<name>: <what>" with a pointer to --help). sluicectl
+// parses on its own (cli_args.cpp): its usage errors go out as --json too.
 #pragma once
 
 #include <CLI/CLI.hpp>

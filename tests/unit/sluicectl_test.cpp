@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// sluicectl: command-line parsing and usage errors, human output, and the
-// whole run (exit codes, stdout/stderr, --json) against a real ControlServer
-// whose handlers stand in for sluiced.
+// sluicectl: human output, and the whole run (exit codes, stdout/stderr,
+// --json) against a real ControlServer whose handlers stand in for sluiced.
+// The command line alone: sluicectl_args_test.cpp.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -31,247 +31,6 @@ namespace sluice::cli {
 namespace {
 
 using json = nlohmann::json;
-
-Invocation parse(std::vector<std::string> args, const char* socket_env = nullptr) {
-    return parse_command_line(args, socket_env);
-}
-
-// ---- command line ----------------------------------------------------------
-
-TEST(SluicectlArgs, GlobalDefaultsAndEnvironment) {
-    const Invocation plain = parse({"status"});
-    ASSERT_TRUE(plain.ok()) << plain.usage_error;
-    EXPECT_EQ(plain.global.socket_path, "/run/sluice/sluiced.sock");
-    EXPECT_FALSE(plain.global.json);
-    EXPECT_EQ(plain.global.timeout_ms, 10000);
-    EXPECT_EQ(plain.verb, "status");
-    EXPECT_EQ(plain.args, json::object());
-
-    EXPECT_EQ(parse({"status"}, "/tmp/env.sock").global.socket_path, "/tmp/env.sock");
-    EXPECT_EQ(parse({"status"}, "").global.socket_path, "/run/sluice/sluiced.sock");
-    const Invocation given = parse({"--socket", "/tmp/a.sock", "--json", "--timeout=250", "stats"}, "/tmp/env.sock");
-    ASSERT_TRUE(given.ok()) << given.usage_error;
-    EXPECT_EQ(given.global.socket_path, "/tmp/a.sock");
-    EXPECT_TRUE(given.global.json);
-    EXPECT_EQ(given.global.timeout_ms, 250);
-    EXPECT_EQ(given.verb, "stats");
-    EXPECT_EQ(parse({"--timeout", "0", "status"}).global.timeout_ms, -1);  // waits forever
-}
-
-TEST(SluicectlArgs, EachCommandBuildsItsRequest) {
-    struct Case {
-        std::vector<std::string> args;
-        std::string verb;
-        json request_args;
-    };
-    const Case cases[] = {
-        {{"attach", "sl0"}, "attach", {{"interface", "sl0"}}},
-        {{"attach", "--mode", "generic", "sl0"}, "attach", {{"interface", "sl0"}, {"mode", "generic"}}},
-        {{"attach", "sl0", "--mode=native"}, "attach", {{"interface", "sl0"}, {"mode", "native"}}},
-        {{"detach", "sl0"}, "detach", {{"interface", "sl0"}}},
-        {{"policy", "push", "p.toml"}, "policy.push", {{"path", "p.toml"}, {"dry_run", false}}},
-        {{"policy", "push", "--dry-run", "--if-version", "6", "p.toml"},
-         "policy.push",
-         {{"path", "p.toml"}, {"dry_run", true}, {"if_version", 6}}},
-        {{"policy", "push", "-"}, "policy.push", {{"path", "<stdin>"}, {"dry_run", false}}},
-        {{"policy", "push", "--", "-odd.toml"}, "policy.push", {{"path", "-odd.toml"}, {"dry_run", false}}},
-        {{"policy", "show"}, "policy.show", json::object()},
-        {{"policy", "show", "3", "--source"}, "policy.show", {{"version", 3}}},
-        {{"policy", "history"}, "policy.history", json::object()},
-        {{"policy", "rollback"}, "policy.rollback", {{"dry_run", false}}},
-        {{"policy", "rollback", "--to", "2", "--dry-run"}, "policy.rollback", {{"to", 2}, {"dry_run", true}}},
-        {{"policy", "diff", "1", "4"}, "policy.diff", {{"from", 1}, {"to", 4}}},
-        {{"stats"}, "stats", json::object()},
-        {{"stats", "--watch"}, "stats", json::object()},
-        {{"top"}, "top", {{"n", 20}}},  // the default is sent, not left to sluiced
-        {{"top", "-n", "5"}, "top", {{"n", 5}}},
-        {{"top", "--watch", "-n=1000"}, "top", {{"n", 1000}}},
-    };
-    for (const Case& test : cases) {
-        const Invocation invocation = parse(test.args);
-        ASSERT_TRUE(invocation.ok()) << test.args[0] << ": " << invocation.usage_error;
-        EXPECT_EQ(invocation.verb, test.verb);
-        EXPECT_EQ(invocation.args, test.request_args) << invocation.args.dump();
-    }
-    EXPECT_EQ(parse({"policy", "push", "-"}).policy_file, "-");
-    EXPECT_TRUE(parse({"policy", "show", "--source"}).show_source);
-    EXPECT_TRUE(parse({"policy", "rollback", "--dry-run"}).dry_run);
-}
-
-TEST(SluicectlArgs, UsageErrorsSayWhatIsWrong) {
-    const std::pair<std::vector<std::string>, std::string> cases[] = {
-        {{}, "missing command (commands: status, attach, detach, policy, stats, top; sluicectl --help lists them)"},
-        {{"frobnicate"},
-         "unknown command \"frobnicate\" (commands: status, attach, detach, policy, stats, top; sluicectl --help "
-         "lists them)"},
-        {{"policy", "push"}, "policy push: missing FILE"},
-        {{"policy", "push", "p.toml", "--if-version", "x"}, "--if-version: \"x\" is not a number"},
-        {{"policy", "push", "p.toml", "--if-version", "-1"}, "--if-version: \"-1\" is not a number"},
-        {{"policy", "push", "p.toml", "--if-version"}, "policy push: --if-version needs a value"},
-        {{"policy", "push", "p.toml", "--if-version", "99999999999999999999"},
-         "--if-version: \"99999999999999999999\" is too large"},
-        {{"policy", "push", "a.toml", "b.toml"}, "policy push: unexpected argument \"b.toml\""},
-        {{"policy", "push", "p.toml", "--dry-run=yes"}, "policy push: --dry-run takes no value"},
-        {{"policy"}, "policy: missing what to do (push, show, history, rollback, diff)"},
-        {{"policy", "apply"}, "policy: unknown verb \"apply\" (push, show, history, rollback, diff)"},
-        {{"policy", "show", "latest"}, "policy show: N: \"latest\" is not a number"},
-        {{"policy", "diff", "1"}, "policy diff: missing B"},
-        {{"policy", "diff"}, "policy diff: missing A and B"},
-        {{"policy", "diff", "1", "x"}, "policy diff: B: \"x\" is not a number"},
-        {{"policy", "rollback", "--to", "two"}, "--to: \"two\" is not a number"},
-        {{"attach"}, "attach: missing IFNAME"},
-        {{"attach", "sl0", "--mode", "fast"}, "attach: --mode: \"fast\" is neither native nor generic"},
-        {{"detach", "sl0", "sl1"}, "detach: unexpected argument \"sl1\""},
-        {{"status", "--json"}, "status: unknown option --json (global options go before the command)"},
-        {{"status", "now"}, "status: unexpected argument \"now\""},
-        {{"--timeout", "soon", "status"}, "--timeout: \"soon\" is not a number"},
-        {{"--timeout", "100000000", "status"},
-         "--timeout: 100000000 ms is more than a day (86400000); 0 waits forever"},
-        {{"--socket"}, "--socket needs a PATH"},
-        {{"--verbose", "status"},
-         "unknown option --verbose (options before the command: --socket PATH, --json, --timeout MS, --help, "
-         "--version)"},
-    };
-    for (const auto& [args, expected] : cases) {
-        const Invocation invocation = parse(args);
-        EXPECT_EQ(invocation.usage_error, expected) << (args.empty() ? "" : args[0]);
-    }
-    const Invocation overlong = parse({"--socket", std::string(200, 'x'), "status"});
-    EXPECT_NE(overlong.usage_error.find("--socket: control socket path"), std::string::npos) << overlong.usage_error;
-    const Invocation overlong_env = parse({"status"}, std::string(200, 'x').c_str());
-    EXPECT_EQ(overlong_env.usage_error.rfind("$SLUICE_SOCKET: ", 0), 0U) << overlong_env.usage_error;
-    // --json before the error still shapes it.
-    EXPECT_TRUE(parse({"--json", "nonsense"}).global.json);
-}
-
-TEST(SluicectlArgs, TopTakesOneToAThousandSources) {
-    EXPECT_EQ(parse({"top", "-n", "1"}).args, (json{{"n", 1}}));
-    EXPECT_EQ(parse({"top", "-n", "1000"}).args, (json{{"n", 1000}}));
-    EXPECT_EQ(parse({"top"}).command, Verb::top);
-    const std::pair<std::vector<std::string>, std::string> cases[] = {
-        {{"top", "-n", "0"}, "-n: 0 is not in 1..1000"},
-        {{"top", "-n", "1001"}, "-n: 1001 is not in 1..1000"},
-        {{"top", "-n", "-3"}, "-n: \"-3\" is not a number"},
-        {{"top", "-n", "ten"}, "-n: \"ten\" is not a number"},
-        {{"top", "-n"}, "top: -n needs a value"},
-        {{"top", "10.2.0.1"}, "top: unexpected argument \"10.2.0.1\""},
-        {{"stats", "-n", "5"}, "stats: unknown option -n"},
-    };
-    for (const auto& [args, expected] : cases) EXPECT_EQ(parse(args).usage_error, expected) << args.back();
-}
-
-TEST(SluicectlArgs, WatchIntervalAndCount) {
-    for (const char* command : {"stats", "top"}) {
-        const Invocation once = parse({command});
-        ASSERT_TRUE(once.ok()) << once.usage_error;
-        EXPECT_FALSE(once.watch);
-        EXPECT_EQ(once.interval_s, 1.0);
-        EXPECT_EQ(once.count, 0U);
-
-        const Invocation watching = parse({command, "--watch"});
-        ASSERT_TRUE(watching.ok()) << watching.usage_error;
-        EXPECT_TRUE(watching.watch);
-        EXPECT_EQ(watching.interval_s, 1.0);
-        EXPECT_EQ(watching.count, 0U) << "until stopped";
-
-        const Invocation paced = parse({command, "--watch", "--interval", "0.5", "--count=3"});
-        ASSERT_TRUE(paced.ok()) << paced.usage_error;
-        EXPECT_EQ(paced.interval_s, 0.5);
-        EXPECT_EQ(paced.count, 3U);
-        EXPECT_EQ(parse({command, "--interval=0.1", "--watch"}).interval_s, 0.1);
-        EXPECT_EQ(parse({command, "--watch", "--interval", "3600"}).interval_s, 3600.0);
-    }
-    const std::pair<std::vector<std::string>, std::string> cases[] = {
-        {{"stats", "--interval", "2"}, "stats: --interval needs --watch"},
-        {{"top", "--count", "2"}, "top: --count needs --watch"},
-        {{"stats", "--watch", "--interval", "0.05"}, "--interval: 0.05 is not in 0.1..3600 seconds"},
-        {{"stats", "--watch", "--interval", "0"}, "--interval: 0 is not in 0.1..3600 seconds"},
-        {{"stats", "--watch", "--interval", "3601"}, "--interval: 3601 is not in 0.1..3600 seconds"},
-        {{"stats", "--watch", "--interval", "-1"}, "--interval: -1 is not in 0.1..3600 seconds"},
-        {{"stats", "--watch", "--interval", "1e400"}, "--interval: \"1e400\" is not a number of seconds (0.1..3600)"},
-        {{"top", "--watch", "--interval", "1s"}, "--interval: \"1s\" is not a number of seconds (0.1..3600)"},
-        {{"top", "--watch", "--interval", "nan"}, "--interval: \"nan\" is not a number of seconds (0.1..3600)"},
-        {{"top", "--watch", "--interval", "inf"}, "--interval: inf is not in 0.1..3600 seconds"},
-        {{"top", "--watch", "--interval="}, "--interval: \"\" is not a number of seconds (0.1..3600)"},
-        {{"top", "--watch", "--interval"}, "top: --interval needs a value"},
-        {{"top", "--watch", "--count", "0"}, "--count: 0 refreshes; give 1 or more (without --count: until Ctrl-C)"},
-        {{"top", "--watch", "--count", "two"}, "--count: \"two\" is not a number"},
-        {{"stats", "--watch=yes"}, "stats: --watch takes no value"},
-        {{"status", "--watch"}, "status: unknown option --watch"},
-        {{"--watch", "stats"},
-         "unknown option --watch (options before the command: --socket PATH, --json, --timeout MS, --help, "
-         "--version)"},
-    };
-    for (const auto& [args, expected] : cases) {
-        EXPECT_EQ(parse(args).usage_error, expected) << args.back();
-    }
-}
-
-TEST(SluicectlArgs, HelpAndVersionWinAnywhere) {
-    EXPECT_EQ(parse({"--help"}).action, Invocation::Action::help);
-    EXPECT_EQ(parse({"-h", "nonsense"}).action, Invocation::Action::help);
-    EXPECT_EQ(parse({"policy", "push", "--help"}).action, Invocation::Action::help);
-    EXPECT_EQ(parse({"policy", "--help"}).action, Invocation::Action::help);
-    EXPECT_EQ(parse({"top", "--watch", "-h"}).action, Invocation::Action::help);
-    EXPECT_EQ(parse({"--version"}).action, Invocation::Action::version);
-}
-
-// verbs.h declares every verb once; sluicectl knows each by its command and
-// sends it under its wire name.
-TEST(SluicectlArgs, EveryDeclaredVerbIsACommand) {
-    for (const VerbSpec& spec : kVerbs) {
-        EXPECT_EQ(verb_named(spec.wire), spec.verb) << spec.wire;
-        const std::string command(command_of(spec.verb));
-        std::vector<std::string> args;
-        for (std::size_t at = 0, space = 0; space != std::string::npos; at = space + 1) {
-            space = command.find(' ', at);
-            args.push_back(command.substr(at, space - at));
-        }
-        const Invocation parsed = parse(args);
-        EXPECT_EQ(parsed.usage_error.find("unknown"), std::string::npos) << command << ": " << parsed.usage_error;
-        EXPECT_EQ(parsed.command, spec.verb) << command;
-        EXPECT_EQ(parsed.verb, spec.wire) << command;
-    }
-}
-
-TEST(SluicectlArgs, UsageListsEveryCommandOnOneLine) {
-    const std::string usage = usage_text();
-    for (const char* synopsis :
-         {"\n  status ", "\n  attach IFNAME [--mode native|generic] ", "\n  detach IFNAME ",
-          "\n  policy push FILE|- [--if-version N] [--dry-run] ", "\n  policy show [N] [--source] ",
-          "\n  policy history ", "\n  policy rollback [--to N] [--dry-run] ", "\n  policy diff A B ",
-          "\n  stats [--watch] [--interval S] [--count K] ", "\n  top [-n N] [--watch] [--interval S] [--count K] "}) {
-        EXPECT_NE(usage.find(synopsis), std::string::npos) << synopsis;
-    }
-    for (const char* option : {"--socket PATH", "--json", "--timeout MS", "-h, --help", "--version", "$SLUICE_SOCKET",
-                               "\n  --watch ", "\n  --interval S ", "\n  --count K "}) {
-        EXPECT_NE(usage.find(option), std::string::npos) << option;
-    }
-    std::istringstream lines(usage);
-    for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100U) << line;
-}
-
-// README.md's sluicectl block is a copy of --help's synopsis and command
-// lines; this keeps the two from drifting.
-TEST(SluicectlArgs, ReadmeListsTheCommandsAsHelpDoes) {
-    const std::filesystem::path readme = std::filesystem::path(SLUICE_EXAMPLES_DIR).parent_path() / "README.md";
-    std::ifstream file(readme);
-    ASSERT_TRUE(file) << readme;
-    const std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-    std::istringstream usage(usage_text());
-    std::string line;
-    ASSERT_TRUE(std::getline(usage, line));
-    const std::string synopsis = line.substr(std::string("usage: ").size());
-    std::string expected = "```\n" + synopsis + "\n";
-    bool in_commands = false;
-    while (std::getline(usage, line)) {
-        if (in_commands && line.empty()) break;
-        if (in_commands) expected += line + "\n";
-        in_commands = in_commands || line == "commands:";
-    }
-    expected += "```\n";
-    EXPECT_NE(text.find(expected), std::string::npos) << "README.md should hold, verbatim:\n" << expected;
-}
 
 // ---- human output ----------------------------------------------------------
 
@@ -732,9 +491,34 @@ TEST_F(SluicectlRun, PeerRefusedByTheDaemonExitsFour) {
 TEST_F(SluicectlRun, UsageErrorExitsTwoAndIsJsonWithJson) {
     const Outcome outcome = run({"--json", "policy", "push"});
     EXPECT_EQ(outcome.status, 2);
-    EXPECT_EQ(outcome.err, "sluicectl: policy push: missing FILE\n");
+    EXPECT_EQ(outcome.err, "sluicectl: policy push: FILE is required\n");
     EXPECT_EQ(json::parse(outcome.out),
-              (json{{"error", {{"code", "usage"}, {"message", "policy push: missing FILE"}, {"setting", ""}}}}));
+              (json{{"error", {{"code", "usage"}, {"message", "policy push: FILE is required"}, {"setting", ""}}}}));
+}
+
+TEST_F(SluicectlRun, UnknownCommandExitsTwoAndSendsNothing) {
+    start();
+    for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+             {"frobnicate"}, {"policy", "apply"}, {"--json", "stauts"}, {"status", "--json"}}) {
+        const Outcome outcome = run(args);
+        EXPECT_EQ(outcome.status, 2) << args.back();
+        EXPECT_EQ(outcome.err.rfind("sluicectl: ", 0), 0U) << outcome.err;
+        EXPECT_NE(outcome.err.find("unknown"), std::string::npos) << outcome.err;
+    }
+    EXPECT_TRUE(requests().empty());
+}
+
+TEST_F(SluicectlRun, CommandHelpExitsZeroAndSendsNothing) {
+    start();
+    for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+             {"policy", "push", "--help"}, {"top", "-h"}, {"policy", "--help"}, {"attach", "--mode", "x", "-h"}}) {
+        const Outcome help = run(args);
+        EXPECT_EQ(help.status, 0) << args.front();
+        EXPECT_EQ(help.out, parse_command_line(args, nullptr).output);
+        EXPECT_NE(help.out.find("Usage: sluicectl " + args.front()), std::string::npos) << help.out;
+        EXPECT_EQ(help.err, "");
+    }
+    EXPECT_TRUE(requests().empty());
 }
 
 TEST_F(SluicectlRun, HelpAndVersionPrintToStdout) {
