@@ -2,15 +2,13 @@
 // sluice-bench veth: packets per second end to end on a veth pair, for four
 // receivers in turn on the same traffic: Sluice (native XDP), the baseline
 // (XDP_DROP), an nftables netdev-ingress per-source meter and iptables
-// hashlimit, all at the same per-source rate and bucket depth.
+// hashlimit, all at the same per-source rate and bucket depth. The
+// namespaces and the veth pair are built in bench_veth_topology.cpp.
 //
-// Topology, created here and removed on every exit (Ctrl-C included):
-//   netns sluice-bench-<pid>-tx: veth sb<pid>t, the generator's way out
-//   netns sluice-bench-<pid>-rx: veth sb<pid>r, 198.18.0.1/24, the receiver
 // The generator (ebpf/trafficgen.bpf.c) runs under BPF_PROG_TEST_RUN with
-// BPF_F_TEST_XDP_LIVE_FRAMES and redirects every frame into sb<pid>t. The
-// receiver runs on the same CPU, in the softirq that follows each batch of
-// 64 frames: sender and receiver take turns, so no frame is lost to a
+// BPF_F_TEST_XDP_LIVE_FRAMES and redirects every frame into the sending veth.
+// The receiver runs on the same CPU, in the softirq that follows each batch
+// of 64 frames: sender and receiver take turns, so no frame is lost to a
 // receiver that was asleep, and the pps is what one CPU does for both. (With
 // the receiver's NAPI in a thread on the other CPU, this VM lost up to 90%
 // of the frames while that thread sat idle waiting to be woken.) The
@@ -38,121 +36,14 @@
 #include <thread>
 
 #include "bench_subcommands.h"
+#include "bench_veth.h"
 #include "common/packet_builder.h"
 #include "trafficgen.skel.h"
 
-namespace sluice::bench {
+namespace sluice::bench::veth {
 namespace {
 
-constexpr const char* kRxAddress = "198.18.0.1";  // RFC 2544 benchmarking range
-constexpr uint32_t kSourceBase = 0x0a000000;      // sources are 10.0.0.0 + index
-
-// ---- commands -----------------------------------------------------------------
-
-// Runs a shell command; its output (stdout and stderr) on success, or an
-// error quoting the command and what it said.
-Result<std::string> capture(const std::string& command) {
-    FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-    if (pipe == nullptr) return Error{"cannot run " + command + ": " + std::strerror(errno)};
-    std::string output;
-    char buf[4096];
-    while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) output.append(buf, n);
-    const int status = pclose(pipe);
-    if (status != 0) return Error{"`" + command + "` failed: " + output};
-    return output;
-}
-
-Status run(const std::string& command) {
-    auto out = capture(command);
-    if (!out) return out.error();
-    return ok_status();
-}
-
-// Cleanup from destructors: a failure is reported, never thrown away silently.
-void cleanup(const std::string& command) {
-    if (auto out = capture(command); !out)
-        std::fprintf(stderr, "sluice-bench: cleanup: %s\n", out.error().message.c_str());
-}
-
-Status require_tool(const std::string& tool) {
-    if (capture("command -v " + tool)) return ok_status();
-    return Error{tool + " is not installed: run scripts/install-deps.sh as root"};
-}
-
-// ---- namespaces -------------------------------------------------------------
-
-// A named network namespace, deleted (with every link, address, nftables
-// table and iptables rule inside it) when dropped.
-class Netns {
-  public:
-    static Result<std::unique_ptr<Netns>> create(const std::string& name) {
-        if (auto status = run("ip netns add " + name); !status) return status.error();
-        return std::unique_ptr<Netns>(new Netns(name));
-    }
-    ~Netns() { cleanup("ip netns del " + name_); }
-    Netns(const Netns&) = delete;
-    Netns& operator=(const Netns&) = delete;
-    const std::string& name() const { return name_; }
-    std::string exec(const std::string& command) const { return "ip netns exec " + name_ + " " + command; }
-
-  private:
-    explicit Netns(std::string name) : name_(std::move(name)) {}
-    std::string name_;
-};
-
-// Moves the calling thread into a namespace, and back when dropped.
-class InNetns {
-  public:
-    static Result<std::unique_ptr<InNetns>> enter(const Netns& ns) {
-        std::unique_ptr<InNetns> scope(new InNetns());
-        scope->saved_ = UniqueFd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
-        UniqueFd target(::open(("/var/run/netns/" + ns.name()).c_str(), O_RDONLY | O_CLOEXEC));
-        if (!scope->saved_.valid() || !target.valid() || setns(target.get(), CLONE_NEWNET) != 0)
-            return Error{"cannot enter network namespace " + ns.name() + ": " + std::strerror(errno)};
-        return scope;
-    }
-    ~InNetns() {
-        if (saved_.valid() && setns(saved_.get(), CLONE_NEWNET) != 0)
-            std::fprintf(stderr, "sluice-bench: cannot return to the original network namespace: %s\n",
-                         std::strerror(errno));
-    }
-
-  private:
-    InNetns() = default;
-    UniqueFd saved_;
-};
-
-// Namespaces of runs that died without cleaning up (SIGKILL): their pid is
-// in the name, and that process is gone.
-void remove_stale_namespaces() {
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator("/var/run/netns", ec)) {
-        const std::string name = entry.path().filename();
-        if (name.rfind("sluice-bench-", 0) != 0) continue;
-        const long pid = std::strtol(name.c_str() + std::strlen("sluice-bench-"), nullptr, 10);
-        if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) cleanup("ip netns del " + name);
-    }
-}
-
-struct Link {
-    int ifindex = 0;
-    test::PacketBuilder::Mac mac{};
-};
-
-Result<Link> link_of(const Netns& ns, const std::string& dev) {
-    auto out = capture("ip -n " + ns.name() + " -j link show dev " + dev);
-    if (!out) return out.error();
-    const auto links = Json::parse(out.value(), nullptr, false);
-    if (!links.is_array() || links.empty()) return Error{"cannot read link " + dev + " in " + ns.name()};
-    Link link;
-    link.ifindex = links[0].value("ifindex", 0);
-    unsigned m[6];
-    if (std::sscanf(links[0].value("address", "").c_str(), "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4],
-                    &m[5]) != 6)
-        return Error{"cannot read the MAC address of " + dev};
-    for (int i = 0; i < 6; ++i) link.mac[i] = static_cast<uint8_t>(m[i]);
-    return link;
-}
+constexpr uint32_t kSourceBase = 0x0a000000;  // sources are 10.0.0.0 + index
 
 // ---- the receiving CPU --------------------------------------------------------
 
@@ -301,7 +192,7 @@ class SluiceReceiver : public Receiver {
 // GRO on the receiving veth: without an XDP program that is what gives it
 // the NAPI instance redirected frames are queued to.
 Status set_gro(const Netns& rx, const std::string& dev, bool on) {
-    return run(rx.exec("ethtool -K " + dev + " gro " + (on ? "on" : "off")));
+    return run_command(rx.exec("ethtool -K " + dev + " gro " + (on ? "on" : "off")));
 }
 
 class NftReceiver : public Receiver {
@@ -326,18 +217,18 @@ class NftReceiver : public Receiver {
             std::ofstream file(path);
             file << script.str();
         }
-        auto loaded = run(rx.exec("nft -f " + path));
+        auto loaded = run_command(rx.exec("nft -f " + path));
         std::remove(path.c_str());
         if (!loaded) return loaded.error();
         r->loaded_ = true;
         return std::unique_ptr<Receiver>(std::move(r));
     }
     ~NftReceiver() override {
-        if (loaded_) cleanup(rx_.exec("nft delete table netdev sluice_bench"));
-        cleanup(rx_.exec("ethtool -K " + dev_ + " gro off"));
+        if (loaded_) run_cleanup(rx_.exec("nft delete table netdev sluice_bench"));
+        run_cleanup(rx_.exec("ethtool -K " + dev_ + " gro off"));
     }
     Result<Counts> read() override {
-        auto out = capture(rx_.exec("nft -j list chain netdev sluice_bench ingress"));
+        auto out = command_output(rx_.exec("nft -j list chain netdev sluice_bench ingress"));
         if (!out) return out.error();
         const auto doc = Json::parse(out.value(), nullptr, false);
         if (doc.is_discarded()) return Error{"nft -j printed something that is not JSON"};
@@ -378,17 +269,18 @@ class IptablesReceiver : public Receiver {
                          std::to_string(table) + " -j DROP",
                      match + " -j ACCEPT"};
         for (const auto& rule : r->rules_) {
-            if (auto status = run(rx.exec("iptables -w -t raw -A PREROUTING" + rule)); !status) return status.error();
+            if (auto status = run_command(rx.exec("iptables -w -t raw -A PREROUTING" + rule)); !status)
+                return status.error();
             r->added_++;
         }
         return std::unique_ptr<Receiver>(std::move(r));
     }
     ~IptablesReceiver() override {
-        for (size_t i = 0; i < added_; ++i) cleanup(rx_.exec("iptables -w -t raw -D PREROUTING" + rules_[i]));
-        cleanup(rx_.exec("ethtool -K " + dev_ + " gro off"));
+        for (size_t i = 0; i < added_; ++i) run_cleanup(rx_.exec("iptables -w -t raw -D PREROUTING" + rules_[i]));
+        run_cleanup(rx_.exec("ethtool -K " + dev_ + " gro off"));
     }
     Result<Counts> read() override {
-        auto out = capture(rx_.exec("iptables-save -c -t raw"));
+        auto out = command_output(rx_.exec("iptables-save -c -t raw"));
         if (!out) return out.error();
         std::vector<uint64_t> rule_packets;  // "[packets:bytes] -A PREROUTING ..." in order
         std::istringstream lines(out.value());
@@ -583,7 +475,7 @@ Status write_plot(const std::string& json_path, const Json& results, const std::
         std::ofstream file(gp);
         file << script.str() << "\n";
     }
-    auto status = run("gnuplot " + gp);
+    auto status = run_command("gnuplot " + gp);
     std::remove(gp.c_str());
     std::remove(data.c_str());
     if (!status) return status;
@@ -592,13 +484,16 @@ Status write_plot(const std::string& json_path, const Json& results, const std::
 }
 
 }  // namespace
+}  // namespace sluice::bench::veth
+
+namespace sluice::bench {
 
 Status run_veth(const CommonOptions& common, const VethOptions& options, Json& report) {
     for (const char* tool : {"ip", "ethtool", "nft", "iptables", "iptables-save"})
-        if (auto status = require_tool(tool); !status) return status;
+        if (auto status = veth::require_tool(tool); !status) return status;
     // A smoke run only has to produce figures: 0.3 s per receiver.
     const double seconds = common.smoke ? 0.3 : static_cast<double>(options.seconds);
-    const Limit limit{options.rate, options.burst};
+    const veth::Limit limit{options.rate, options.burst};
     const std::vector<uint64_t>& source_list = options.sources;
     const std::string& dist_name = options.dist;
     const std::vector<std::string>& receivers = options.receivers;
@@ -606,29 +501,13 @@ Status run_veth(const CommonOptions& common, const VethOptions& options, Json& r
     const int cpu = static_cast<int>(std::thread::hardware_concurrency()) - 1;
     const double tick_ns = 1e9 / static_cast<double>(sysconf(_SC_CLK_TCK));
 
-    remove_stale_namespaces();
-    const std::string tag = std::to_string(getpid());
-    auto tx_ns = Netns::create("sluice-bench-" + tag + "-tx");
-    if (!tx_ns) return tx_ns.error();
-    auto rx_ns = Netns::create("sluice-bench-" + tag + "-rx");
-    if (!rx_ns) return rx_ns.error();
-    const Netns& tx = *tx_ns.value();
-    const Netns& rx = *rx_ns.value();
-    const std::string tx_dev = "sb" + tag + "t", rx_dev = "sb" + tag + "r";
-    // No IPv6 on either side: its neighbour discovery would add frames the
-    // receivers count.
-    for (const std::string& command :
-         {tx.exec("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"),
-          rx.exec("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"),
-          "ip -n " + tx.name() + " link add " + tx_dev + " type veth peer name " + rx_dev + " netns " + rx.name(),
-          "ip -n " + tx.name() + " link set " + tx_dev + " up", "ip -n " + rx.name() + " link set " + rx_dev + " up",
-          "ip -n " + rx.name() + " addr add " + std::string(kRxAddress) + "/24 dev " + rx_dev,
-          "ip -n " + rx.name() + " link set lo up"})
-        if (auto status = run(command); !status) return status;
-    auto tx_link = link_of(tx, tx_dev);
-    if (!tx_link) return tx_link.error();
-    auto rx_link = link_of(rx, rx_dev);
-    if (!rx_link) return rx_link.error();
+    auto topology = veth::create_topology();
+    if (!topology) return topology.error();
+    const veth::Netns& tx = *topology.value().tx;
+    const veth::Netns& rx = *topology.value().rx;
+    const std::string& rx_dev = topology.value().rx_dev;
+    const veth::Link& tx_link = topology.value().tx_link;
+    const veth::Link& rx_link = topology.value().rx_link;
 
     // BPF run-time statistics, on only while this fd is open.
     UniqueFd stats_fd(bpf_enable_stats(BPF_STATS_RUN_TIME));
@@ -642,31 +521,31 @@ Status run_veth(const CommonOptions& common, const VethOptions& options, Json& r
                  "bound pps", "admitted/bound", "rx ns/pkt", "rx/base", "BPF ns/pkt"},
                 {}};
     for (const uint64_t n : source_list) {
-        Distribution dist{dist_name, static_cast<uint32_t>(n), {}};
-        auto gen = Generator::create(tx_link.value(), rx_link.value(), dist);
+        veth::Distribution dist{dist_name, static_cast<uint32_t>(n), {}};
+        auto gen = veth::Generator::create(tx_link, rx_link, dist);
         if (!gen) return gen.error();
         double base_decided = NAN, base_cpu = NAN, base_both = NAN, base_per_cpu_second = NAN;
         for (const auto& name : receivers) {
             if (auto status = check_interrupted(); !status) return status;
-            Result<std::unique_ptr<Receiver>> receiver = Error{""};
+            Result<std::unique_ptr<veth::Receiver>> receiver = Error{""};
             if (name == "baseline")
-                receiver = BaselineReceiver::create(rx, rx_link.value().ifindex);
+                receiver = veth::BaselineReceiver::create(rx, rx_link.ifindex);
             else if (name == "sluice")
-                receiver = SluiceReceiver::create(rx, rx_link.value().ifindex, limit, static_cast<uint32_t>(n));
+                receiver = veth::SluiceReceiver::create(rx, rx_link.ifindex, limit, static_cast<uint32_t>(n));
             else if (name == "nftables")
-                receiver = NftReceiver::create(rx, rx_dev, limit, static_cast<uint32_t>(n));
+                receiver = veth::NftReceiver::create(rx, rx_dev, limit, static_cast<uint32_t>(n));
             else
-                receiver = IptablesReceiver::create(rx, rx_dev, limit, static_cast<uint32_t>(n));
+                receiver = veth::IptablesReceiver::create(rx, rx_dev, limit, static_cast<uint32_t>(n));
             if (!receiver) return Error{name + " receiver: " + receiver.error().message};
             auto before = receiver.value()->read();
             if (!before) return before.error();
-            auto ticks_before = cpu_ticks(cpu);
+            auto ticks_before = veth::cpu_ticks(cpu);
             if (!ticks_before) return ticks_before.error();
             auto sent = gen.value()->send(tx, cpu, seconds);
             if (!sent) return sent.error();
             // Frames left to ksoftirqd, if any, are decided by now.
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            auto ticks_after = cpu_ticks(cpu);
+            auto ticks_after = veth::cpu_ticks(cpu);
             if (!ticks_after) return ticks_after.error();
             auto after = receiver.value()->read();
             if (!after) return after.error();
@@ -678,7 +557,7 @@ Status run_veth(const CommonOptions& common, const VethOptions& options, Json& r
             const double offered = static_cast<double>(sent.value().frames);
             const double decided = static_cast<double>(after.value().decided - before.value().decided);
             const double admitted = static_cast<double>(after.value().admitted - before.value().admitted);
-            const double bound = admission_bound(dist, decided, limit, elapsed);
+            const double bound = veth::admission_bound(dist, decided, limit, elapsed);
             const uint64_t runs = after.value().bpf_runs - before.value().bpf_runs;
             const double bpf_ns =
                 runs ? static_cast<double>(after.value().bpf_run_ns - before.value().bpf_run_ns) / runs : NAN;
@@ -743,7 +622,7 @@ Status run_veth(const CommonOptions& common, const VethOptions& options, Json& r
          "beyond for admitted packets"}};
     report["results"] = results;
     if (!common.json_path.empty())
-        if (auto status = write_plot(common.json_path, results, receivers, source_list); !status) return status;
+        if (auto status = veth::write_plot(common.json_path, results, receivers, source_list); !status) return status;
     return ok_status();
 }
 

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the files of sluice-bench veth share: the shell commands it runs, the
+// two network namespaces and the veth pair between them
+// (bench_veth_topology.cpp). bench_veth.cpp runs the traffic against each
+// receiver in turn and reports.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bench_common.h"
+#include "common/packet_builder.h"
+
+namespace sluice::bench::veth {
+
+inline constexpr const char* kRxAddress = "198.18.0.1";  // RFC 2544 benchmarking range
+
+// ---- shell commands ---------------------------------------------------------
+
+// Runs a shell command; its output (stdout and stderr) on success, or an
+// error quoting the command and what it said.
+Result<std::string> command_output(const std::string& command);
+Status run_command(const std::string& command);
+// Cleanup from destructors: a failure is reported, never thrown away silently.
+void run_cleanup(const std::string& command);
+Status require_tool(const std::string& tool);
+
+// ---- namespaces and the veth pair -------------------------------------------
+
+// A named network namespace, deleted (with every link, address, nftables
+// table and iptables rule inside it) when dropped.
+class Netns {
+  public:
+    static Result<std::unique_ptr<Netns>> create(const std::string& name);
+    ~Netns();
+    Netns(const Netns&) = delete;
+    Netns& operator=(const Netns&) = delete;
+    const std::string& name() const { return name_; }
+    std::string exec(const std::string& command) const { return "ip netns exec " + name_ + " " + command; }
+
+  private:
+    explicit Netns(std::string name) : name_(std::move(name)) {}
+    std::string name_;
+};
+
+// Moves the calling thread into a namespace, and back when dropped.
+class InNetns {
+  public:
+    static Result<std::unique_ptr<InNetns>> enter(const Netns& ns);
+    ~InNetns();
+
+  private:
+    InNetns() = default;
+    UniqueFd saved_;
+};
+
+struct Link {
+    int ifindex = 0;
+    test::PacketBuilder::Mac mac{};
+};
+
+// netns sluice-bench-<pid>-tx: veth sb<pid>t, the generator's way out
+// netns sluice-bench-<pid>-rx: veth sb<pid>r, 198.18.0.1/24, the receiver
+// IPv6 is off on both sides: its neighbour discovery would add frames the
+// receivers count. Dropping it deletes both namespaces, and with them the
+// pair and whatever a receiver left inside: on every exit, Ctrl-C included.
+struct Topology {
+    std::unique_ptr<Netns> tx, rx;  // in this order: rx is deleted first
+    std::string tx_dev, rx_dev;
+    Link tx_link, rx_link;
+};
+
+// Removes the namespaces of earlier runs that died without cleaning up, then
+// builds this run's.
+Result<Topology> create_topology();
+
+}  // namespace sluice::bench::veth
