@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the files of sluice-bench veth share: the shell commands it runs, the
 // two network namespaces and the veth pair between them
-// (bench_veth_topology.cpp). bench_veth.cpp runs the traffic against each
-// receiver in turn and reports.
+// (bench_veth_topology.cpp) and the receivers (bench_veth_receivers.cpp).
+// bench_veth.cpp runs the traffic against each receiver in turn and reports.
 #pragma once
 
 #include <cstdint>
@@ -74,5 +74,33 @@ struct Topology {
 // Removes the namespaces of earlier runs that died without cleaning up, then
 // builds this run's.
 Result<Topology> create_topology();
+
+// ---- receivers --------------------------------------------------------------
+
+struct Counts {
+    uint64_t decided = 0;   // packets the receiver's limiter (or drop) saw
+    uint64_t admitted = 0;  // of which it let through
+    uint64_t bpf_runs = 0;  // XDP receivers: program runs and their time
+    uint64_t bpf_run_ns = 0;
+};
+
+struct Limit {
+    uint64_t rate;   // packets per second per source
+    uint64_t burst;  // bucket depth in packets
+};
+
+// A limiter (or XDP_DROP) on the receiving veth, removed when dropped; read()
+// gives its counts so far, and a run takes their difference.
+class Receiver {
+  public:
+    virtual ~Receiver() = default;
+    virtual Result<Counts> read() = 0;
+};
+
+// The receiver called `name` ("baseline", "sluice", "nftables" or
+// "iptables"), set up on topology's receiving veth to limit each of
+// `sources` sources to `limit`.
+Result<std::unique_ptr<Receiver>> create_receiver(const std::string& name, const Topology& topology, const Limit& limit,
+                                                  uint32_t sources);
 
 }  // namespace sluice::bench::veth
