@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the files of sluice-bench veth share: the shell commands it runs, the
 // two network namespaces and the veth pair between them
-// (bench_veth_topology.cpp) and the receivers (bench_veth_receivers.cpp).
-// bench_veth.cpp runs the traffic against each receiver in turn and reports.
+// (bench_veth_topology.cpp), the receivers (bench_veth_receivers.cpp) and the
+// traffic generator (bench_veth_generator.cpp). bench_veth.cpp runs the
+// generator against each receiver in turn and reports.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bench_common.h"
 #include "common/packet_builder.h"
+
+struct trafficgen_bpf;
 
 namespace sluice::bench::veth {
 
@@ -102,5 +106,38 @@ class Receiver {
 // `sources` sources to `limit`.
 Result<std::unique_ptr<Receiver>> create_receiver(const std::string& name, const Topology& topology, const Limit& limit,
                                                   uint32_t sources);
+
+// ---- the generator ----------------------------------------------------------
+
+struct Distribution {
+    std::string name;  // "uniform" or "zipf"
+    uint32_t sources;
+    // Expected share of each source that appears (for the accuracy bound).
+    std::vector<double> shares;
+};
+
+// ebpf/trafficgen.bpf.c, loaded to send UDP frames from dist's sources out of
+// the tx veth to the rx veth's MAC and kRxAddress.
+class Generator {
+  public:
+    // Fills dist.shares.
+    static Result<std::unique_ptr<Generator>> create(const Link& tx, const Link& rx, Distribution& dist);
+    ~Generator();
+
+    struct Sent {
+        uint64_t frames;
+        double seconds;
+        double cpu_ns;  // the sending thread's CPU time: with the receiver's softirq in it
+    };
+
+    // Sends for `seconds` from a thread in the sender's namespace pinned to
+    // cpu.
+    Result<Sent> send(const Netns& tx, int cpu, double seconds);
+
+  private:
+    Generator() = default;
+    ::trafficgen_bpf* skel_ = nullptr;
+    std::vector<uint8_t> frame_;
+};
 
 }  // namespace sluice::bench::veth
