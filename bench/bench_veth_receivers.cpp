@@ -22,12 +22,16 @@
 namespace sluice::bench::veth {
 namespace {
 
-Result<std::pair<uint64_t, uint64_t>> bpf_run_stats(int prog_fd) {
+// counts with the kernel's run count and run time of an XDP program (on
+// while run_veth holds BPF_ENABLE_STATS).
+Result<Counts> with_bpf_run_stats(int prog_fd, Counts counts) {
     bpf_prog_info info{};
     __u32 len = sizeof(info);
     if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) != 0)
         return Error{std::string("reading program run statistics: ") + std::strerror(errno)};
-    return std::pair<uint64_t, uint64_t>{info.run_cnt, info.run_time_ns};
+    counts.bpf_runs = info.run_cnt;
+    counts.bpf_run_ns = info.run_time_ns;
+    return counts;
 }
 
 Result<UniqueFd> attach_xdp(const Netns& rx, int ifindex, int prog_fd) {
@@ -63,11 +67,7 @@ class BaselineReceiver : public Receiver {
         if (bpf_map_lookup_elem(drops_.get(), &zero, per_cpu.data()) != 0)
             return Error{std::string("reading baseline_drops: ") + std::strerror(errno)};
         for (const uint64_t n : per_cpu) counts.decided += n;
-        auto stats = bpf_run_stats(program_->fd());
-        if (!stats) return stats.error();
-        counts.bpf_runs = stats.value().first;
-        counts.bpf_run_ns = stats.value().second;
-        return counts;
+        return with_bpf_run_stats(program_->fd(), counts);
     }
 
   private:
@@ -108,29 +108,47 @@ class SluiceReceiver : public Receiver {
             // The index is (class * verdicts + verdict) * reasons + reason.
             if ((i / SLUICE_REASON_COUNT) % SLUICE_VERDICT_COUNT == SLUICE_VERDICT_PASS) counts.admitted += packets;
         }
-        auto stats = bpf_run_stats(dp_->program_fd());
-        if (!stats) return stats.error();
-        counts.bpf_runs = stats.value().first;
-        counts.bpf_run_ns = stats.value().second;
-        return counts;
+        return with_bpf_run_stats(dp_->program_fd(), counts);
     }
 
   private:
     std::unique_ptr<XdpDataplane> dp_;  // detaches its (unpinned) link when dropped
 };
 
-// GRO on the receiving veth: without an XDP program that is what gives it
-// the NAPI instance redirected frames are queued to.
-Status set_gro(const Netns& rx, const std::string& dev, bool on) {
-    return run_command(rx.exec("ethtool -K " + dev + " gro " + (on ? "on" : "off")));
-}
+// A limiter in the kernel's stack on the receiving veth, which needs GRO on:
+// without an XDP program that is what gives the veth the NAPI instance
+// redirected frames are queued to. Dropped, it turns GRO off again, after
+// the derived receiver has removed its rules.
+class StackReceiver : public Receiver {
+  public:
+    ~StackReceiver() override { run_cleanup(gro_command(false)); }
 
-class NftReceiver : public Receiver {
+  protected:
+    StackReceiver(const Netns& rx, std::string dev) : rx_(rx), dev_(std::move(dev)) {}
+    Status enable_gro() const { return run_command(gro_command(true)); }
+    // Counts from the packet counters of the two rules, in order: the
+    // limit's drop, then the accept; `where` names the rules' place.
+    static Result<Counts> drop_and_accept_counts(const std::vector<uint64_t>& rule_packets, const std::string& where) {
+        if (rule_packets.size() != 2) return Error{"expected two counted rules in " + where};
+        Counts counts;
+        counts.decided = rule_packets[0] + rule_packets[1];
+        counts.admitted = rule_packets[1];
+        return counts;
+    }
+
+    const Netns& rx_;
+
+  private:
+    std::string gro_command(bool on) const { return rx_.exec("ethtool -K " + dev_ + " gro " + (on ? "on" : "off")); }
+    std::string dev_;
+};
+
+class NftReceiver : public StackReceiver {
   public:
     static Result<std::unique_ptr<Receiver>> create(const Netns& rx, const std::string& dev, const Limit& limit,
                                                     uint32_t sources) {
         std::unique_ptr<NftReceiver> r(new NftReceiver(rx, dev));
-        if (auto status = set_gro(rx, dev, true); !status) return status.error();
+        if (auto status = r->enable_gro(); !status) return status.error();
         std::ostringstream script;
         script << "table netdev sluice_bench {\n"
                << "  set sources { type ipv4_addr; size " << std::max<uint64_t>(65536, uint64_t{sources} * 2)
@@ -155,7 +173,6 @@ class NftReceiver : public Receiver {
     }
     ~NftReceiver() override {
         if (loaded_) run_cleanup(rx_.exec("nft delete table netdev sluice_bench"));
-        run_cleanup(rx_.exec("ethtool -K " + dev_ + " gro off"));
     }
     Result<Counts> read() override {
         auto out = command_output(rx_.exec("nft -j list chain netdev sluice_bench ingress"));
@@ -168,26 +185,20 @@ class NftReceiver : public Receiver {
             for (const auto& expr : item["rule"].value("expr", Json::array()))
                 if (expr.contains("counter")) rule_packets.push_back(expr["counter"].value("packets", uint64_t{0}));
         }
-        if (rule_packets.size() != 2) return Error{"expected two counted rules in the nftables chain"};
-        Counts counts;
-        counts.decided = rule_packets[0] + rule_packets[1];
-        counts.admitted = rule_packets[1];
-        return counts;
+        return drop_and_accept_counts(rule_packets, "the nftables chain");
     }
 
   private:
-    NftReceiver(const Netns& rx, std::string dev) : rx_(rx), dev_(std::move(dev)) {}
-    const Netns& rx_;
-    std::string dev_;
+    NftReceiver(const Netns& rx, std::string dev) : StackReceiver(rx, std::move(dev)) {}
     bool loaded_ = false;
 };
 
-class IptablesReceiver : public Receiver {
+class IptablesReceiver : public StackReceiver {
   public:
     static Result<std::unique_ptr<Receiver>> create(const Netns& rx, const std::string& dev, const Limit& limit,
                                                     uint32_t sources) {
         std::unique_ptr<IptablesReceiver> r(new IptablesReceiver(rx, dev));
-        if (auto status = set_gro(rx, dev, true); !status) return status.error();
+        if (auto status = r->enable_gro(); !status) return status.error();
         // raw PREROUTING: the earliest iptables hook, before connection
         // tracking, where a per-source flood limit belongs. hashlimit's bucket
         // holds `burst` packets; its table takes at most 2^20 entries.
@@ -207,7 +218,6 @@ class IptablesReceiver : public Receiver {
     }
     ~IptablesReceiver() override {
         for (size_t i = 0; i < added_; ++i) run_cleanup(rx_.exec("iptables -w -t raw -D PREROUTING" + rules_[i]));
-        run_cleanup(rx_.exec("ethtool -K " + dev_ + " gro off"));
     }
     Result<Counts> read() override {
         auto out = command_output(rx_.exec("iptables-save -c -t raw"));
@@ -220,17 +230,11 @@ class IptablesReceiver : public Receiver {
                 std::sscanf(line.c_str(), "[%llu:%llu]", &packets, &bytes) == 2)
                 rule_packets.push_back(packets);
         }
-        if (rule_packets.size() != 2) return Error{"expected two counted rules in raw PREROUTING"};
-        Counts counts;
-        counts.decided = rule_packets[0] + rule_packets[1];
-        counts.admitted = rule_packets[1];
-        return counts;
+        return drop_and_accept_counts(rule_packets, "raw PREROUTING");
     }
 
   private:
-    IptablesReceiver(const Netns& rx, std::string dev) : rx_(rx), dev_(std::move(dev)) {}
-    const Netns& rx_;
-    std::string dev_;
+    IptablesReceiver(const Netns& rx, std::string dev) : StackReceiver(rx, std::move(dev)) {}
     std::vector<std::string> rules_;
     size_t added_ = 0;
 };
