@@ -15,8 +15,6 @@
 #include <vector>
 
 #include "bench_veth.h"
-
-// The skeleton names its own types; it comes after the core's.
 #include "trafficgen.skel.h"
 
 namespace sluice::bench::veth {
