@@ -2,27 +2,19 @@
 // sluice-bench veth: packets per second end to end on a veth pair, for four
 // receivers in turn on the same traffic: Sluice (native XDP), the baseline
 // (XDP_DROP), an nftables netdev-ingress per-source meter and iptables
-// hashlimit, all at the same per-source rate and bucket depth.
+// hashlimit, all at the same per-source rate and bucket depth. This file
+// measures each receiver and reports (table, JSON, plot); the topology, the
+// receivers and the generator are in the files bench_veth.h names.
 //
-// Topology, created here and removed on every exit (Ctrl-C included):
-//   netns sluice-bench-<pid>-tx: veth sb<pid>t, the generator's way out
-//   netns sluice-bench-<pid>-rx: veth sb<pid>r, 198.18.0.1/24, the receiver
 // The generator (ebpf/trafficgen.bpf.c) runs under BPF_PROG_TEST_RUN with
-// BPF_F_TEST_XDP_LIVE_FRAMES and redirects every frame into sb<pid>t. The
-// receiver runs on the same CPU, in the softirq that follows each batch of
-// 64 frames: sender and receiver take turns, so no frame is lost to a
+// BPF_F_TEST_XDP_LIVE_FRAMES and redirects every frame into the sending veth.
+// The receiver runs on the same CPU, in the softirq that follows each batch
+// of 64 frames: sender and receiver take turns, so no frame is lost to a
 // receiver that was asleep, and the pps is what one CPU does for both. (With
 // the receiver's NAPI in a thread on the other CPU, this VM lost up to 90%
 // of the frames while that thread sat idle waiting to be woken.) The
 // receiver's share is the CPU's softirq time (/proc/stat), per packet.
 #include <bpf/bpf.h>
-#include <dirent.h>
-#include <fcntl.h>
-#include <linux/if_link.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,126 +25,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <sstream>
 #include <thread>
 
 #include "bench_subcommands.h"
-#include "common/packet_builder.h"
-#include "trafficgen.skel.h"
+#include "bench_veth.h"
 
-namespace sluice::bench {
+namespace sluice::bench::veth {
 namespace {
-
-constexpr const char* kRxAddress = "198.18.0.1";  // RFC 2544 benchmarking range
-constexpr uint32_t kSourceBase = 0x0a000000;      // sources are 10.0.0.0 + index
-
-// ---- commands -----------------------------------------------------------------
-
-// Runs a shell command; its output (stdout and stderr) on success, or an
-// error quoting the command and what it said.
-Result<std::string> capture(const std::string& command) {
-    FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-    if (pipe == nullptr) return Error{"cannot run " + command + ": " + std::strerror(errno)};
-    std::string output;
-    char buf[4096];
-    while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) output.append(buf, n);
-    const int status = pclose(pipe);
-    if (status != 0) return Error{"`" + command + "` failed: " + output};
-    return output;
-}
-
-Status run(const std::string& command) {
-    auto out = capture(command);
-    if (!out) return out.error();
-    return ok_status();
-}
-
-// Cleanup from destructors: a failure is reported, never thrown away silently.
-void cleanup(const std::string& command) {
-    if (auto out = capture(command); !out)
-        std::fprintf(stderr, "sluice-bench: cleanup: %s\n", out.error().message.c_str());
-}
-
-Status require_tool(const std::string& tool) {
-    if (capture("command -v " + tool)) return ok_status();
-    return Error{tool + " is not installed: run scripts/install-deps.sh as root"};
-}
-
-// ---- namespaces -------------------------------------------------------------
-
-// A named network namespace, deleted (with every link, address, nftables
-// table and iptables rule inside it) when dropped.
-class Netns {
-  public:
-    static Result<std::unique_ptr<Netns>> create(const std::string& name) {
-        if (auto status = run("ip netns add " + name); !status) return status.error();
-        return std::unique_ptr<Netns>(new Netns(name));
-    }
-    ~Netns() { cleanup("ip netns del " + name_); }
-    Netns(const Netns&) = delete;
-    Netns& operator=(const Netns&) = delete;
-    const std::string& name() const { return name_; }
-    std::string exec(const std::string& command) const { return "ip netns exec " + name_ + " " + command; }
-
-  private:
-    explicit Netns(std::string name) : name_(std::move(name)) {}
-    std::string name_;
-};
-
-// Moves the calling thread into a namespace, and back when dropped.
-class InNetns {
-  public:
-    static Result<std::unique_ptr<InNetns>> enter(const Netns& ns) {
-        std::unique_ptr<InNetns> scope(new InNetns());
-        scope->saved_ = UniqueFd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
-        UniqueFd target(::open(("/var/run/netns/" + ns.name()).c_str(), O_RDONLY | O_CLOEXEC));
-        if (!scope->saved_.valid() || !target.valid() || setns(target.get(), CLONE_NEWNET) != 0)
-            return Error{"cannot enter network namespace " + ns.name() + ": " + std::strerror(errno)};
-        return scope;
-    }
-    ~InNetns() {
-        if (saved_.valid() && setns(saved_.get(), CLONE_NEWNET) != 0)
-            std::fprintf(stderr, "sluice-bench: cannot return to the original network namespace: %s\n",
-                         std::strerror(errno));
-    }
-
-  private:
-    InNetns() = default;
-    UniqueFd saved_;
-};
-
-// Namespaces of runs that died without cleaning up (SIGKILL): their pid is
-// in the name, and that process is gone.
-void remove_stale_namespaces() {
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator("/var/run/netns", ec)) {
-        const std::string name = entry.path().filename();
-        if (name.rfind("sluice-bench-", 0) != 0) continue;
-        const long pid = std::strtol(name.c_str() + std::strlen("sluice-bench-"), nullptr, 10);
-        if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) cleanup("ip netns del " + name);
-    }
-}
-
-struct Link {
-    int ifindex = 0;
-    test::PacketBuilder::Mac mac{};
-};
-
-Result<Link> link_of(const Netns& ns, const std::string& dev) {
-    auto out = capture("ip -n " + ns.name() + " -j link show dev " + dev);
-    if (!out) return out.error();
-    const auto links = Json::parse(out.value(), nullptr, false);
-    if (!links.is_array() || links.empty()) return Error{"cannot read link " + dev + " in " + ns.name()};
-    Link link;
-    link.ifindex = links[0].value("ifindex", 0);
-    unsigned m[6];
-    if (std::sscanf(links[0].value("address", "").c_str(), "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4],
-                    &m[5]) != 6)
-        return Error{"cannot read the MAC address of " + dev};
-    for (int i = 0; i < 6; ++i) link.mac[i] = static_cast<uint8_t>(m[i]);
-    return link;
-}
 
 // ---- the receiving CPU --------------------------------------------------------
 
@@ -180,354 +60,6 @@ Result<CpuTicks> cpu_ticks(int cpu) {
     }
     return Error{"/proc/stat has no line for CPU " + std::to_string(cpu)};
 }
-
-// ---- receivers ----------------------------------------------------------------
-
-struct Counts {
-    uint64_t decided = 0;   // packets the receiver's limiter (or drop) saw
-    uint64_t admitted = 0;  // of which it let through
-    uint64_t bpf_runs = 0;  // XDP receivers: program runs and their time
-    uint64_t bpf_run_ns = 0;
-};
-
-struct Limit {
-    uint64_t rate;   // packets per second per source
-    uint64_t burst;  // bucket depth in packets
-};
-
-class Receiver {
-  public:
-    virtual ~Receiver() = default;
-    virtual Result<Counts> read() = 0;
-};
-
-Result<std::pair<uint64_t, uint64_t>> bpf_run_stats(int prog_fd) {
-    bpf_prog_info info{};
-    __u32 len = sizeof(info);
-    if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) != 0)
-        return Error{std::string("reading program run statistics: ") + std::strerror(errno)};
-    return std::pair<uint64_t, uint64_t>{info.run_cnt, info.run_time_ns};
-}
-
-Result<UniqueFd> attach_xdp(const Netns& rx, int ifindex, int prog_fd) {
-    auto scope = InNetns::enter(rx);
-    if (!scope) return scope.error();
-    // A link detaches when its fd closes: no program outlives the bench.
-    LIBBPF_OPTS(bpf_link_create_opts, opts, .flags = XDP_FLAGS_DRV_MODE);
-    UniqueFd link(bpf_link_create(prog_fd, ifindex, BPF_XDP, &opts));
-    if (!link.valid())
-        return Error{std::string("attaching XDP (native) to the receiving veth: ") + std::strerror(errno)};
-    return link;
-}
-
-class BaselineReceiver : public Receiver {
-  public:
-    static Result<std::unique_ptr<Receiver>> create(const Netns& rx, int ifindex) {
-        std::unique_ptr<BaselineReceiver> r(new BaselineReceiver());
-        auto program = BaselineProgram::load(0);
-        if (!program) return program.error();
-        r->program_ = std::move(program.value());
-        auto drops = program_map_fd(r->program_->fd(), "baseline_drops");
-        if (!drops) return drops.error();
-        r->drops_ = std::move(drops.value());
-        auto link = attach_xdp(rx, ifindex, r->program_->fd());
-        if (!link) return link.error();
-        r->link_ = std::move(link.value());
-        return std::unique_ptr<Receiver>(std::move(r));
-    }
-    Result<Counts> read() override {
-        Counts counts;
-        std::vector<uint64_t> per_cpu(static_cast<size_t>(libbpf_num_possible_cpus()));
-        const uint32_t zero = 0;
-        if (bpf_map_lookup_elem(drops_.get(), &zero, per_cpu.data()) != 0)
-            return Error{std::string("reading baseline_drops: ") + std::strerror(errno)};
-        for (const uint64_t n : per_cpu) counts.decided += n;
-        auto stats = bpf_run_stats(program_->fd());
-        if (!stats) return stats.error();
-        counts.bpf_runs = stats.value().first;
-        counts.bpf_run_ns = stats.value().second;
-        return counts;
-    }
-
-  private:
-    std::unique_ptr<BaselineProgram> program_;
-    UniqueFd drops_, link_;  // the link last: it detaches first
-};
-
-class SluiceReceiver : public Receiver {
-  public:
-    static Result<std::unique_ptr<Receiver>> create(const Netns& rx, int ifindex, const Limit& limit,
-                                                    uint32_t sources) {
-        std::unique_ptr<SluiceReceiver> r(new SluiceReceiver());
-        XdpOptions options;
-        // Two entries per source, as nftables' set is sized: every source
-        // stays known, so no packet meets a full set (the table needs far
-        // fewer: only sources in debt hold an entry).
-        options.source_capacity = std::max<uint32_t>(1u << 18, sources * 2);
-        auto dp = XdpDataplane::open(options);
-        if (!dp) return Error{"loading ebpf/sluice.bpf.c: " + dp.error().message};
-        r->dp_ = std::move(dp.value());
-        // The per-source limit is GCRA (exact on any CPU); the aggregate and
-        // global, wide open, in lease mode, the default.
-        auto policy = single_class_policy(limit.rate, limit.burst, Accuracy::lease, r->dp_->possible_cpus());
-        if (!policy) return policy.error();
-        if (auto status = r->dp_->apply(policy.value()); !status) return status.error();
-        auto scope = InNetns::enter(rx);
-        if (!scope) return scope.error();
-        if (auto status = r->dp_->attach(ifindex, XdpMode::native); !status) return status.error();
-        return std::unique_ptr<Receiver>(std::move(r));
-    }
-    Result<Counts> read() override {
-        Counts counts;
-        auto counters = dp_->counters();
-        if (!counters) return counters.error();
-        for (uint32_t i = 0; i < counters.value().size(); ++i) {
-            const uint64_t packets = counters.value()[i].packets;
-            counts.decided += packets;
-            // The index is (class * verdicts + verdict) * reasons + reason.
-            if ((i / SLUICE_REASON_COUNT) % SLUICE_VERDICT_COUNT == SLUICE_VERDICT_PASS) counts.admitted += packets;
-        }
-        auto stats = bpf_run_stats(dp_->program_fd());
-        if (!stats) return stats.error();
-        counts.bpf_runs = stats.value().first;
-        counts.bpf_run_ns = stats.value().second;
-        return counts;
-    }
-
-  private:
-    std::unique_ptr<XdpDataplane> dp_;  // detaches its (unpinned) link when dropped
-};
-
-// GRO on the receiving veth: without an XDP program that is what gives it
-// the NAPI instance redirected frames are queued to.
-Status set_gro(const Netns& rx, const std::string& dev, bool on) {
-    return run(rx.exec("ethtool -K " + dev + " gro " + (on ? "on" : "off")));
-}
-
-class NftReceiver : public Receiver {
-  public:
-    static Result<std::unique_ptr<Receiver>> create(const Netns& rx, const std::string& dev, const Limit& limit,
-                                                    uint32_t sources) {
-        std::unique_ptr<NftReceiver> r(new NftReceiver(rx, dev));
-        if (auto status = set_gro(rx, dev, true); !status) return status.error();
-        std::ostringstream script;
-        script << "table netdev sluice_bench {\n"
-               << "  set sources { type ipv4_addr; size " << std::max<uint64_t>(65536, uint64_t{sources} * 2)
-               << "; flags dynamic; }\n"
-               << "  chain ingress {\n"
-               << "    type filter hook ingress device " << dev << " priority 0; policy accept;\n"
-               << "    update @sources { ip saddr limit rate over " << limit.rate << "/second burst " << limit.burst
-               << " packets } counter drop\n"
-               << "    ip saddr != 0.0.0.0 counter accept\n"
-               << "  }\n"
-               << "}\n";
-        const std::string path = "/tmp/sluice-bench-" + std::to_string(getpid()) + ".nft";
-        {
-            std::ofstream file(path);
-            file << script.str();
-        }
-        auto loaded = run(rx.exec("nft -f " + path));
-        std::remove(path.c_str());
-        if (!loaded) return loaded.error();
-        r->loaded_ = true;
-        return std::unique_ptr<Receiver>(std::move(r));
-    }
-    ~NftReceiver() override {
-        if (loaded_) cleanup(rx_.exec("nft delete table netdev sluice_bench"));
-        cleanup(rx_.exec("ethtool -K " + dev_ + " gro off"));
-    }
-    Result<Counts> read() override {
-        auto out = capture(rx_.exec("nft -j list chain netdev sluice_bench ingress"));
-        if (!out) return out.error();
-        const auto doc = Json::parse(out.value(), nullptr, false);
-        if (doc.is_discarded()) return Error{"nft -j printed something that is not JSON"};
-        std::vector<uint64_t> rule_packets;  // the counter of each rule, in order
-        for (const auto& item : doc.value("nftables", Json::array())) {
-            if (!item.contains("rule")) continue;
-            for (const auto& expr : item["rule"].value("expr", Json::array()))
-                if (expr.contains("counter")) rule_packets.push_back(expr["counter"].value("packets", uint64_t{0}));
-        }
-        if (rule_packets.size() != 2) return Error{"expected two counted rules in the nftables chain"};
-        Counts counts;
-        counts.decided = rule_packets[0] + rule_packets[1];
-        counts.admitted = rule_packets[1];
-        return counts;
-    }
-
-  private:
-    NftReceiver(const Netns& rx, std::string dev) : rx_(rx), dev_(std::move(dev)) {}
-    const Netns& rx_;
-    std::string dev_;
-    bool loaded_ = false;
-};
-
-class IptablesReceiver : public Receiver {
-  public:
-    static Result<std::unique_ptr<Receiver>> create(const Netns& rx, const std::string& dev, const Limit& limit,
-                                                    uint32_t sources) {
-        std::unique_ptr<IptablesReceiver> r(new IptablesReceiver(rx, dev));
-        if (auto status = set_gro(rx, dev, true); !status) return status.error();
-        // raw PREROUTING: the earliest iptables hook, before connection
-        // tracking, where a per-source flood limit belongs. hashlimit's bucket
-        // holds `burst` packets; its table takes at most 2^20 entries.
-        const std::string match = " -i " + dev + " -p udp";
-        const uint64_t table = std::min<uint64_t>(1u << 20, std::max<uint64_t>(65536, uint64_t{sources} * 2));
-        r->rules_ = {match + " -m hashlimit --hashlimit-name sluice_bench --hashlimit-mode srcip --hashlimit-above " +
-                         std::to_string(limit.rate) + "/sec --hashlimit-burst " + std::to_string(limit.burst) +
-                         " --hashlimit-htable-size " + std::to_string(table) + " --hashlimit-htable-max " +
-                         std::to_string(table) + " -j DROP",
-                     match + " -j ACCEPT"};
-        for (const auto& rule : r->rules_) {
-            if (auto status = run(rx.exec("iptables -w -t raw -A PREROUTING" + rule)); !status) return status.error();
-            r->added_++;
-        }
-        return std::unique_ptr<Receiver>(std::move(r));
-    }
-    ~IptablesReceiver() override {
-        for (size_t i = 0; i < added_; ++i) cleanup(rx_.exec("iptables -w -t raw -D PREROUTING" + rules_[i]));
-        cleanup(rx_.exec("ethtool -K " + dev_ + " gro off"));
-    }
-    Result<Counts> read() override {
-        auto out = capture(rx_.exec("iptables-save -c -t raw"));
-        if (!out) return out.error();
-        std::vector<uint64_t> rule_packets;  // "[packets:bytes] -A PREROUTING ..." in order
-        std::istringstream lines(out.value());
-        for (std::string line; std::getline(lines, line);) {
-            unsigned long long packets = 0, bytes = 0;
-            if (line.find("-A PREROUTING") != std::string::npos &&
-                std::sscanf(line.c_str(), "[%llu:%llu]", &packets, &bytes) == 2)
-                rule_packets.push_back(packets);
-        }
-        if (rule_packets.size() != 2) return Error{"expected two counted rules in raw PREROUTING"};
-        Counts counts;
-        counts.decided = rule_packets[0] + rule_packets[1];
-        counts.admitted = rule_packets[1];
-        return counts;
-    }
-
-  private:
-    IptablesReceiver(const Netns& rx, std::string dev) : rx_(rx), dev_(std::move(dev)) {}
-    const Netns& rx_;
-    std::string dev_;
-    std::vector<std::string> rules_;
-    size_t added_ = 0;
-};
-
-// ---- the generator ------------------------------------------------------------
-
-struct Distribution {
-    std::string name;  // "uniform" or "zipf"
-    uint32_t sources;
-    // Expected share of each source that appears (for the accuracy bound).
-    std::vector<double> shares;
-};
-
-class Generator {
-  public:
-    static Result<std::unique_ptr<Generator>> create(const Link& tx, const Link& rx, Distribution& dist) {
-        std::unique_ptr<Generator> g(new Generator());
-        g->skel_ = trafficgen_bpf::open();
-        if (!g->skel_) return Error{std::string("opening ebpf/trafficgen.bpf.c: ") + std::strerror(errno)};
-        g->skel_->rodata->tg_ifindex = static_cast<uint32_t>(tx.ifindex);
-        g->skel_->rodata->tg_source_base = kSourceBase;
-        std::vector<uint32_t> table;
-        if (dist.name == "zipf" && dist.sources > 1) {
-            // Zipf (s = 1): source k (from 1) has probability (1/k) / H(N).
-            // The table's entries hold source indexes in that proportion,
-            // by inverse CDF at the middle of each entry's slice.
-            const uint32_t entries = std::max<uint32_t>(1u << 16, std::min<uint32_t>(dist.sources, 1u << 22));
-            double harmonic = 0;
-            for (uint32_t k = 1; k <= dist.sources; ++k) harmonic += 1.0 / k;
-            table.resize(entries);
-            double cdf = 0;
-            uint32_t k = 0;
-            for (uint32_t i = 0; i < entries; ++i) {
-                const double target = (i + 0.5) / entries;
-                while (k < dist.sources - 1 && cdf + 1.0 / (k + 1) / harmonic < target) cdf += 1.0 / (++k) / harmonic;
-                table[i] = k;
-            }
-            g->skel_->rodata->tg_zipf_mask = entries - 1;
-            bpf_map__set_max_entries(g->skel_->maps.tg_zipf, entries);
-            std::map<uint32_t, uint32_t> hits;
-            for (const uint32_t source : table) hits[source]++;
-            dist.shares.clear();
-            for (const auto& [source, n] : hits) dist.shares.push_back(static_cast<double>(n) / entries);
-        } else {
-            g->skel_->rodata->tg_source_mask = dist.sources - 1;
-            dist.shares.assign(dist.sources, 1.0 / dist.sources);
-        }
-        if (const int err = trafficgen_bpf::load(g->skel_))
-            return Error{std::string("loading ebpf/trafficgen.bpf.c: ") + std::strerror(-err)};
-        if (!table.empty()) {
-            std::vector<uint32_t> keys(table.size());
-            for (uint32_t i = 0; i < keys.size(); ++i) keys[i] = i;
-            __u32 count = static_cast<__u32>(table.size());
-            if (bpf_map_update_batch(bpf_map__fd(g->skel_->maps.tg_zipf), keys.data(), table.data(), &count, nullptr) !=
-                0)
-                return Error{std::string("filling the Zipf table: ") + std::strerror(errno)};
-        }
-        g->frame_ = test::PacketBuilder()
-                        .eth(rx.mac, tx.mac)
-                        .ipv4("10.0.0.0", kRxAddress)
-                        .udp(1000, 9)  // discard: a closed port
-                        .payload(18)
-                        .build();
-        return g;
-    }
-    ~Generator() { trafficgen_bpf::destroy(skel_); }
-
-    struct Sent {
-        uint64_t frames;
-        double seconds;
-        double cpu_ns;  // the sending thread's CPU time: with the receiver's softirq in it
-    };
-
-    // Sends for `seconds` from a thread in the sender's namespace pinned to
-    // cpu.
-    Result<Sent> send(const Netns& tx, int cpu, double seconds) {
-        Result<Sent> result = Error{"generator did not run"};
-        std::thread sender([&] {
-            auto scope = InNetns::enter(tx);
-            if (!scope) {
-                result = scope.error();
-                return;
-            }
-            cpu_set_t set;
-            CPU_ZERO(&set);
-            CPU_SET(cpu, &set);
-            sched_setaffinity(0, sizeof(set), &set);
-            timespec cpu_start{}, cpu_end{};
-            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_start);
-            const auto start = std::chrono::steady_clock::now();
-            const auto deadline = start + std::chrono::duration<double>(seconds);
-            uint64_t sent = 0;
-            constexpr int kChunk = 1 << 16;  // short calls: Ctrl-C is seen within milliseconds
-            while (std::chrono::steady_clock::now() < deadline && !g_interrupted.load()) {
-                std::vector<uint8_t> data = frame_;
-                LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = data.data(),
-                            .data_size_in = static_cast<uint32_t>(data.size()), .repeat = kChunk,
-                            .flags = BPF_F_TEST_XDP_LIVE_FRAMES, .batch_size = 64);
-                if (bpf_prog_test_run_opts(bpf_program__fd(skel_->progs.trafficgen_xdp), &opts) != 0) {
-                    result = Error{std::string("BPF_PROG_TEST_RUN (live frames) failed: ") + std::strerror(errno)};
-                    return;
-                }
-                sent += kChunk;
-            }
-            const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_end);
-            result = Sent{sent, elapsed,
-                          static_cast<double>(cpu_end.tv_sec - cpu_start.tv_sec) * 1e9 +
-                              static_cast<double>(cpu_end.tv_nsec - cpu_start.tv_nsec)};
-        });
-        sender.join();
-        return result;
-    }
-
-  private:
-    Generator() = default;
-    ::trafficgen_bpf* skel_ = nullptr;
-    std::vector<uint8_t> frame_;
-};
 
 // ---- the run ------------------------------------------------------------------
 
@@ -583,7 +115,7 @@ Status write_plot(const std::string& json_path, const Json& results, const std::
         std::ofstream file(gp);
         file << script.str() << "\n";
     }
-    auto status = run("gnuplot " + gp);
+    auto status = run_command("gnuplot " + gp);
     std::remove(gp.c_str());
     std::remove(data.c_str());
     if (!status) return status;
@@ -592,13 +124,16 @@ Status write_plot(const std::string& json_path, const Json& results, const std::
 }
 
 }  // namespace
+}  // namespace sluice::bench::veth
+
+namespace sluice::bench {
 
 Status run_veth(const CommonOptions& common, const VethOptions& options, Json& report) {
     for (const char* tool : {"ip", "ethtool", "nft", "iptables", "iptables-save"})
-        if (auto status = require_tool(tool); !status) return status;
+        if (auto status = veth::require_tool(tool); !status) return status;
     // A smoke run only has to produce figures: 0.3 s per receiver.
     const double seconds = common.smoke ? 0.3 : static_cast<double>(options.seconds);
-    const Limit limit{options.rate, options.burst};
+    const veth::Limit limit{options.rate, options.burst};
     const std::vector<uint64_t>& source_list = options.sources;
     const std::string& dist_name = options.dist;
     const std::vector<std::string>& receivers = options.receivers;
@@ -606,29 +141,11 @@ Status run_veth(const CommonOptions& common, const VethOptions& options, Json& r
     const int cpu = static_cast<int>(std::thread::hardware_concurrency()) - 1;
     const double tick_ns = 1e9 / static_cast<double>(sysconf(_SC_CLK_TCK));
 
-    remove_stale_namespaces();
-    const std::string tag = std::to_string(getpid());
-    auto tx_ns = Netns::create("sluice-bench-" + tag + "-tx");
-    if (!tx_ns) return tx_ns.error();
-    auto rx_ns = Netns::create("sluice-bench-" + tag + "-rx");
-    if (!rx_ns) return rx_ns.error();
-    const Netns& tx = *tx_ns.value();
-    const Netns& rx = *rx_ns.value();
-    const std::string tx_dev = "sb" + tag + "t", rx_dev = "sb" + tag + "r";
-    // No IPv6 on either side: its neighbour discovery would add frames the
-    // receivers count.
-    for (const std::string& command :
-         {tx.exec("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"),
-          rx.exec("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"),
-          "ip -n " + tx.name() + " link add " + tx_dev + " type veth peer name " + rx_dev + " netns " + rx.name(),
-          "ip -n " + tx.name() + " link set " + tx_dev + " up", "ip -n " + rx.name() + " link set " + rx_dev + " up",
-          "ip -n " + rx.name() + " addr add " + std::string(kRxAddress) + "/24 dev " + rx_dev,
-          "ip -n " + rx.name() + " link set lo up"})
-        if (auto status = run(command); !status) return status;
-    auto tx_link = link_of(tx, tx_dev);
-    if (!tx_link) return tx_link.error();
-    auto rx_link = link_of(rx, rx_dev);
-    if (!rx_link) return rx_link.error();
+    auto topology = veth::create_topology();
+    if (!topology) return topology.error();
+    const veth::Netns& tx = *topology.value().tx;
+    const veth::Link& tx_link = topology.value().tx_link;
+    const veth::Link& rx_link = topology.value().rx_link;
 
     // BPF run-time statistics, on only while this fd is open.
     UniqueFd stats_fd(bpf_enable_stats(BPF_STATS_RUN_TIME));
@@ -642,31 +159,23 @@ Status run_veth(const CommonOptions& common, const VethOptions& options, Json& r
                  "bound pps", "admitted/bound", "rx ns/pkt", "rx/base", "BPF ns/pkt"},
                 {}};
     for (const uint64_t n : source_list) {
-        Distribution dist{dist_name, static_cast<uint32_t>(n), {}};
-        auto gen = Generator::create(tx_link.value(), rx_link.value(), dist);
+        veth::Distribution dist{dist_name, static_cast<uint32_t>(n), {}};
+        auto gen = veth::Generator::create(tx_link, rx_link, dist);
         if (!gen) return gen.error();
         double base_decided = NAN, base_cpu = NAN, base_both = NAN, base_per_cpu_second = NAN;
         for (const auto& name : receivers) {
             if (auto status = check_interrupted(); !status) return status;
-            Result<std::unique_ptr<Receiver>> receiver = Error{""};
-            if (name == "baseline")
-                receiver = BaselineReceiver::create(rx, rx_link.value().ifindex);
-            else if (name == "sluice")
-                receiver = SluiceReceiver::create(rx, rx_link.value().ifindex, limit, static_cast<uint32_t>(n));
-            else if (name == "nftables")
-                receiver = NftReceiver::create(rx, rx_dev, limit, static_cast<uint32_t>(n));
-            else
-                receiver = IptablesReceiver::create(rx, rx_dev, limit, static_cast<uint32_t>(n));
+            auto receiver = veth::create_receiver(name, topology.value(), limit, static_cast<uint32_t>(n));
             if (!receiver) return Error{name + " receiver: " + receiver.error().message};
             auto before = receiver.value()->read();
             if (!before) return before.error();
-            auto ticks_before = cpu_ticks(cpu);
+            auto ticks_before = veth::cpu_ticks(cpu);
             if (!ticks_before) return ticks_before.error();
             auto sent = gen.value()->send(tx, cpu, seconds);
             if (!sent) return sent.error();
             // Frames left to ksoftirqd, if any, are decided by now.
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            auto ticks_after = cpu_ticks(cpu);
+            auto ticks_after = veth::cpu_ticks(cpu);
             if (!ticks_after) return ticks_after.error();
             auto after = receiver.value()->read();
             if (!after) return after.error();
@@ -678,7 +187,7 @@ Status run_veth(const CommonOptions& common, const VethOptions& options, Json& r
             const double offered = static_cast<double>(sent.value().frames);
             const double decided = static_cast<double>(after.value().decided - before.value().decided);
             const double admitted = static_cast<double>(after.value().admitted - before.value().admitted);
-            const double bound = admission_bound(dist, decided, limit, elapsed);
+            const double bound = veth::admission_bound(dist, decided, limit, elapsed);
             const uint64_t runs = after.value().bpf_runs - before.value().bpf_runs;
             const double bpf_ns =
                 runs ? static_cast<double>(after.value().bpf_run_ns - before.value().bpf_run_ns) / runs : NAN;
@@ -743,7 +252,7 @@ Status run_veth(const CommonOptions& common, const VethOptions& options, Json& r
          "beyond for admitted packets"}};
     report["results"] = results;
     if (!common.json_path.empty())
-        if (auto status = write_plot(common.json_path, results, receivers, source_list); !status) return status;
+        if (auto status = veth::write_plot(common.json_path, results, receivers, source_list); !status) return status;
     return ok_status();
 }
 
