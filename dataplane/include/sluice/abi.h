@@ -117,6 +117,44 @@ enum sluice_table_full {
 	SLUICE_TABLE_FULL_CLOSED = 2, /* drop the packet, reason table_full */
 };
 
+/* How a level counts (window.h). gcra is the token bucket of source_table.h
+ * and bucket.h; the window algorithms count `limit` units per `window_ns`. */
+enum sluice_algorithm {
+	SLUICE_ALGORITHM_GCRA = 0,
+	SLUICE_ALGORITHM_FIXED_WINDOW = 1,   /* limit per aligned window */
+	SLUICE_ALGORITHM_SLIDING_WINDOW = 2, /* counter approximation of a rolling window */
+	SLUICE_ALGORITHM_SLIDING_LOG = 3,    /* exact rolling window: the accepted times */
+	SLUICE_ALGORITHM_COUNT,
+};
+
+/* A window algorithm's limit, precomputed by the control plane. The fixed
+ * and sliding window keep their state in one word: the window number modulo
+ * 2^index_bits above one count (fixed) or two (sliding: previous, current)
+ * of count_bits each, so the same code serves a 45-bit source-table entry
+ * and a 64-bit class word. The control plane keeps limit < 2^count_bits,
+ * limit < 2^47 and window_ns <= SLUICE_WINDOW_MAX_NS. */
+struct sluice_window_limit {
+	__u64 window_ns;
+	__u64 limit;      /* units admitted per window */
+	__u8 algorithm;   /* enum sluice_algorithm, a window one */
+	__u8 index_bits;  /* 2..32 */
+	__u8 count_bits;  /* 1..32 */
+	__u8 _pad[5];
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_window_limit) == 24, "sluice_window_limit layout");
+
+#define SLUICE_WINDOW_MAX_NS (86400ULL * SLUICE_NANO) /* one day */
+
+/* sliding_log keeps the times of the last `limit` admissions; one log holds
+ * at most this many, so a larger limit needs another algorithm. */
+#define SLUICE_LOG_MAX 32U
+struct sluice_log {
+	__u64 stamp[SLUICE_LOG_MAX]; /* admission times, a ring of `limit` slots */
+	__u32 head;                  /* the oldest */
+	__u32 used;                  /* slots written, up to limit */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_log) == 8 * SLUICE_LOG_MAX + 8, "sluice_log layout");
+
 /* ---- bucket state ----------------------------------------------------------
  * The precomputed form of one human limit. Only the control plane builds it
  * (control/lib/rate_limits.h), after validating against the maxima above. */

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The window algorithms, once for every backend, and the answer every
+ * algorithm gives a caller besides its verdict (struct sluice_quota: what is
+ * left, when to come back, when the state is full again). The packet
+ * dataplanes ignore the quota; a request-level caller answers Retry-After
+ * and the RateLimit fields from it.
+ *
+ * fixed_window: at most `limit` units in each aligned window [kW, (k+1)W).
+ * A window straddling a boundary can see 2 * limit: its known weakness.
+ *
+ * sliding_window: Cloudflare's counter approximation of a rolling window.
+ * The previous window's count is weighted by the share of it still inside
+ * the rolling window, (W - elapsed) / W, in steps of 2^-16 rounded up; a
+ * packet is admitted iff prev * weight + cur + cost <= limit. Exactly at
+ * most `limit` per aligned window (cur <= limit); against a rolling window
+ * it is approximate (up to 2 * limit when the previous window's traffic all
+ * came at its end): it is never called exact.
+ *
+ * sliding_log: exact in every rolling window (t - W, t]. The log keeps the
+ * times of the last `limit` admissions; a new one is admitted iff the oldest
+ * of them is at least W old, i.e. fewer than `limit` lie in the window. O(1)
+ * per decision, memory proportional to limit (SLUICE_LOG_MAX at most). Every
+ * admission costs one unit (packets or connection attempts, never bytes).
+ *
+ * One state transition each. A fixed or sliding window's state is one word:
+ * the step functions compute the next word from the one read, and the
+ * caller swaps it in with one compare-and-swap, retrying on failure
+ * (sluice_window_admit): an update is never lost and a refusal writes
+ * nothing. A log is more than a word: its caller holds the log's lock
+ * (BPF: a bpf_spin_lock beside it) across sluice_log_step.
+ *
+ * Window numbers. The word keeps the window number modulo 2^index_bits, read
+ * relative to now's: equal is this window, one behind the previous, a
+ * difference in the upper half of the range is a window ahead of now (the
+ * clock went backwards), whose counts stay in force, so a clock that goes
+ * backwards mints nothing. Everything else is older, and counts nothing. A
+ * word untouched for 2^(index_bits - 1) windows could look current again;
+ * the control plane's survey empties idle entries long before that.
+ *
+ * Costs: one 64-bit division per decision (now / window_ns), unlike GCRA.
+ */
+#ifndef SLUICE_WINDOW_H
+#define SLUICE_WINDOW_H
+
+#include "abi.h"
+
+#ifndef SLUICE_CAS64
+#define SLUICE_CAS64(ptr, old, new) __sync_val_compare_and_swap((ptr), (old), (new))
+#endif
+#ifndef SLUICE_LOAD64
+#define SLUICE_LOAD64(ptr) (*(volatile __u64 *)(ptr))
+#endif
+
+/* A retry_after that no wait satisfies: the cost is above the limit. */
+#define SLUICE_NEVER (~0ULL)
+
+/* What a caller may tell a client, after the decision. */
+struct sluice_quota {
+	__u64 remaining;      /* units that would still be admitted now */
+	__u64 retry_after_ns; /* 0 if admitted; else until this cost would be */
+	__u64 reset_ns;       /* until the state is as if nothing had been admitted */
+};
+
+SLUICE_INLINE __u64 sluice_low_mask(__u32 bits)
+{
+	return bits >= 64 ? ~0ULL : (1ULL << bits) - 1;
+}
+
+/* The stored window's place relative to `window` (now's): 0 this one, 1 the
+ * one before, 2 older; -1 ahead of now (the clock went backwards). */
+SLUICE_INLINE int sluice_window_age(const struct sluice_window_limit *l, __u64 stored_index, __u64 window)
+{
+	__u64 mask = sluice_low_mask(l->index_bits);
+	__u64 behind = (window - stored_index) & mask;
+
+	if (behind == 0)
+		return 0;
+	if (behind > (mask >> 1))
+		return -1;
+	return behind == 1 ? 1 : 2;
+}
+
+/* The window a word's counts are in force for: now's, or the stored one when
+ * it is ahead of now (the clock went backwards). */
+SLUICE_INLINE __u64 sluice_window_in_force(const struct sluice_window_limit *l, __u64 stored_index, __u64 window,
+					   int age)
+{
+	return age < 0 ? window + ((stored_index - window) & sluice_low_mask(l->index_bits)) : window;
+}
+
+/* ---- fixed window: word = index << count_bits | count ------------------------- */
+
+SLUICE_INLINE int sluice_fixed_window_step(const struct sluice_window_limit *l, __u64 word, __u64 now, __u64 cost,
+					   __u64 *next, struct sluice_quota *quota)
+{
+	__u64 count_mask = sluice_low_mask(l->count_bits);
+	__u64 window = now / l->window_ns;
+	__u64 stored = (word >> l->count_bits) & sluice_low_mask(l->index_bits);
+	int age = sluice_window_age(l, stored, window);
+	__u64 count = age <= 0 ? (word & count_mask) : 0;
+	__u64 in_force = sluice_window_in_force(l, stored, window, age);
+	int admit = cost <= l->limit && count <= l->limit - cost;
+
+	if (admit) {
+		count += cost;
+		*next = ((in_force & sluice_low_mask(l->index_bits)) << l->count_bits) | count;
+	}
+	if (quota) {
+		__u64 window_end = (in_force + 1) * l->window_ns;
+
+		quota->remaining = count >= l->limit ? 0 : l->limit - count;
+		quota->reset_ns = count ? window_end - now : 0;
+		quota->retry_after_ns = admit ? 0 : cost > l->limit ? SLUICE_NEVER : window_end - now;
+	}
+	return admit;
+}
+
+/* ---- sliding window: word = index << 2 * count_bits | prev << count_bits | cur -- */
+
+/* ceil((W - elapsed) * 2^16 / W): the share of the previous window still
+ * inside the rolling window, rounded so the estimate never comes out low. */
+SLUICE_INLINE __u64 sluice_previous_weight(__u64 window_ns, __u64 elapsed)
+{
+	return (((window_ns - elapsed) << 16) + window_ns - 1) / window_ns;
+}
+
+/* The earliest elapsed time in a window at which prev * weight + used <= limit
+ * (all << 16 but prev), given that it holds at the window's end. */
+SLUICE_INLINE __u64 sluice_elapsed_until_weight(__u64 window_ns, __u64 prev, __u64 room)
+{
+	/* weight(e) <= target  <=>  e >= W - floor(target * W / 2^16) */
+	__u64 target = prev ? room / prev : (1ULL << 16);
+
+	if (target >= (1ULL << 16))
+		return 0;
+	return window_ns - ((target * window_ns) >> 16);
+}
+
+SLUICE_INLINE int sluice_sliding_window_step(const struct sluice_window_limit *l, __u64 word, __u64 now, __u64 cost,
+					     __u64 *next, struct sluice_quota *quota)
+{
+	__u32 bits = l->count_bits;
+	__u64 count_mask = sluice_low_mask(bits);
+	__u64 index_mask = sluice_low_mask(l->index_bits);
+	__u64 window = now / l->window_ns;
+	__u64 stored = (word >> (2 * bits)) & index_mask;
+	int age = sluice_window_age(l, stored, window);
+	__u64 in_force = sluice_window_in_force(l, stored, window, age);
+	__u64 prev = 0, cur = 0, elapsed = 0, weight, estimate, limit16 = l->limit << 16;
+	__u64 start = in_force * l->window_ns;
+	int admit;
+
+	if (age <= 0) {
+		prev = (word >> bits) & count_mask;
+		cur = word & count_mask;
+	} else if (age == 1) {
+		prev = word & count_mask;
+	}
+	/* A window ahead of now is read at its start: the previous window at
+	 * full weight, the most it can count. */
+	if (age >= 0)
+		elapsed = now - start;
+	weight = sluice_previous_weight(l->window_ns, elapsed);
+	estimate = prev * weight + (cur << 16);
+	admit = cost <= l->limit && estimate + (cost << 16) <= limit16;
+	if (admit) {
+		cur += cost;
+		estimate += cost << 16;
+		*next = ((in_force & index_mask) << (2 * bits)) | (prev << bits) | cur;
+	}
+	if (quota) {
+		__u64 used = (cur + cost) << 16;
+
+		quota->remaining = estimate >= limit16 ? 0 : (limit16 - estimate) >> 16;
+		quota->reset_ns = cur ? start + 2 * l->window_ns - now : prev ? start + l->window_ns - now : 0;
+		if (admit)
+			quota->retry_after_ns = 0;
+		else if (cost > l->limit)
+			quota->retry_after_ns = SLUICE_NEVER;
+		else if (used <= limit16) /* later in this window, as prev's weight falls */
+			quota->retry_after_ns =
+				start + sluice_elapsed_until_weight(l->window_ns, prev, limit16 - used) - now;
+		else /* in the next one, where cur becomes prev */
+			quota->retry_after_ns = start + l->window_ns +
+						sluice_elapsed_until_weight(l->window_ns, cur, limit16 - (cost << 16)) -
+						now;
+	}
+	return admit;
+}
+
+/* One admission decision on a shared window word: step, then swap the new
+ * word in, again from what the swap found if another CPU got there first. */
+SLUICE_INLINE int sluice_window_admit(const struct sluice_window_limit *l, __u64 *word, __u64 now, __u64 cost,
+				      struct sluice_quota *quota)
+{
+	__u64 seen = SLUICE_LOAD64(word);
+	int attempt;
+
+	for (attempt = 0; attempt < 16; attempt++) {
+		__u64 next = 0, found;
+		int admit = l->algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW ?
+				    sluice_sliding_window_step(l, seen, now, cost, &next, quota) :
+				    sluice_fixed_window_step(l, seen, now, cost, &next, quota);
+
+		if (!admit || next == seen)
+			return admit;
+		found = SLUICE_CAS64(word, seen, next);
+		if (found == seen)
+			return 1;
+		seen = found;
+	}
+	return 0; /* contended past all reason: refuse rather than spin */
+}
+
+/* ---- sliding log: the caller holds the log's lock --------------------------------- */
+
+SLUICE_INLINE int sluice_log_step(const struct sluice_window_limit *l, struct sluice_log *log, __u64 now,
+				  struct sluice_quota *quota)
+{
+	__u32 limit = l->limit < SLUICE_LOG_MAX ? (__u32)l->limit : SLUICE_LOG_MAX;
+	__u32 head = log->head < limit ? log->head : 0;
+	__u32 used = log->used < limit ? log->used : limit;
+	__u32 newest_slot = (head + used + limit - 1) % limit;
+	__u64 newest = used ? log->stamp[newest_slot & (SLUICE_LOG_MAX - 1)] : 0;
+	__u64 oldest = log->stamp[head & (SLUICE_LOG_MAX - 1)];
+	int admit;
+	__u32 i;
+
+	/* A clock that went backwards reads as the latest admission: it can
+	 * neither shorten an admission's stay nor mint one. */
+	if (now < newest)
+		now = newest;
+	admit = limit > 0 && (used < limit || now - oldest >= l->window_ns);
+	if (admit) {
+		if (used < limit) {
+			log->stamp[(head + used) % limit & (SLUICE_LOG_MAX - 1)] = now;
+			used++;
+		} else {
+			log->stamp[head & (SLUICE_LOG_MAX - 1)] = now;
+			head = (head + 1) % limit;
+		}
+		log->head = head;
+		log->used = used;
+		newest = now;
+		oldest = log->stamp[head & (SLUICE_LOG_MAX - 1)];
+	}
+	if (quota) {
+		__u32 inside = 0;
+
+		for (i = 0; i < SLUICE_LOG_MAX; i++)
+			if (i < used && now - log->stamp[i] < l->window_ns)
+				inside++;
+		quota->remaining = limit - inside;
+		quota->reset_ns = used && now - newest < l->window_ns ? newest + l->window_ns - now : 0;
+		quota->retry_after_ns = admit ? 0 : limit == 0 ? SLUICE_NEVER : oldest + l->window_ns - now;
+	}
+	return admit;
+}
+
+/* ---- GCRA's answer, from the source table's debt ---------------------------------- */
+
+/* debt_ns: how far ahead of schedule the source is after the decision;
+ * unit_ns: the schedule one unit costs; cost_ns: the refused packet's. */
+SLUICE_INLINE void sluice_gcra_quota(__u64 debt_ns, __u64 cost_ns, __u64 tolerance_ns, __u64 unit_ns, int admitted,
+				     struct sluice_quota *quota)
+{
+	quota->remaining = debt_ns >= tolerance_ns || !unit_ns ? 0 : (tolerance_ns - debt_ns) / unit_ns;
+	quota->reset_ns = debt_ns;
+	quota->retry_after_ns = admitted ? 0 : cost_ns > tolerance_ns ? SLUICE_NEVER : debt_ns + cost_ns - tolerance_ns;
+}
+
+#endif /* SLUICE_WINDOW_H */
