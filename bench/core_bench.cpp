@@ -79,7 +79,7 @@ void BM_DecideHotSource(benchmark::State& state) {
     uint64_t now = 1'000'000'000'000;
     uint64_t passed = 0;
     for (auto _ : state) {
-        passed += sluice_decide(&levels.refs, 64, ++now).verdict == SLUICE_VERDICT_PASS;
+        passed += sluice_decide(&levels.refs, 64, 0, ++now).verdict == SLUICE_VERDICT_PASS;
     }
     benchmark::DoNotOptimize(passed);
     state.SetItemsProcessed(state.iterations());
@@ -100,7 +100,7 @@ void BM_DecideManySources(benchmark::State& state) {
     size_t i = 0;
     for (auto _ : state) {
         levels.use_source(order[i++ & (order.size() - 1)]);
-        benchmark::DoNotOptimize(sluice_decide(&levels.refs, 64, ++now));
+        benchmark::DoNotOptimize(sluice_decide(&levels.refs, 64, 0, ++now));
     }
     state.SetItemsProcessed(state.iterations());
 }
@@ -122,7 +122,7 @@ void BM_ParseKeyDecide(benchmark::State& state) {
         if (sluice_parse(frame.data(), frame.data() + frame.size(), &pkt) != SLUICE_PARSE_OK) std::abort();
         sluice_source_key_make(&key, &pkt, &cls);
         benchmark::DoNotOptimize(key);
-        benchmark::DoNotOptimize(sluice_decide(&levels.refs, pkt.frame_len, ++now));
+        benchmark::DoNotOptimize(sluice_decide(&levels.refs, pkt.frame_len, pkt.tcp_syn, ++now));
     }
     state.SetItemsProcessed(state.iterations());
 }
@@ -176,7 +176,7 @@ void BM_AggregateAcrossThreads(benchmark::State& state) {
         } else {
             l.aggregate = {&a.lease, &a.per_thread[state.thread_index()].lease, &a.shared};
         }
-        passed += sluice_decide(&l, 64, monotonic_ns()).verdict == SLUICE_VERDICT_PASS;
+        passed += sluice_decide(&l, 64, 0, monotonic_ns()).verdict == SLUICE_VERDICT_PASS;
     }
     state.SetItemsProcessed(state.iterations());
     state.counters["pass_ratio"] = benchmark::Counter(

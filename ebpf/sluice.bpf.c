@@ -506,7 +506,7 @@ int sluice_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	d = sluice_decide_counted(NULL, &levels, pkt.frame_len, now);
+	d = sluice_decide_counted(NULL, &levels, pkt.frame_len, pkt.tcp_syn, now);
 	return account(class_id, d, pkt.frame_len, &key);
 }
 

@@ -14,14 +14,14 @@ namespace {
 Error policy_error(const std::string& what) { return Error{"policy: " + what}; }
 
 bool valid_level(const sluice_level_limit& level) {
-    return level.unit <= SLUICE_UNIT_BYTES && level.accuracy <= SLUICE_ACCURACY_LEASE;
+    return level.unit <= SLUICE_UNIT_TCP_SYN && level.accuracy <= SLUICE_ACCURACY_LEASE;
 }
 
 // The source table holds a source at most SLUICE_DEBT_MAX_NS ahead of its
 // schedule, and a full bucket must pay at least one packet.
 bool valid_gcra(const sluice_gcra_limit& limit) {
     const uint64_t one = limit.interval_ns + (limit.interval_frac != 0);
-    return limit.unit <= SLUICE_UNIT_BYTES && one > 0 && limit.tolerance_ns >= one &&
+    return limit.unit <= SLUICE_UNIT_TCP_SYN && one > 0 && limit.tolerance_ns >= one &&
            limit.tolerance_ns <= SLUICE_DEBT_MAX_NS;
 }
 

@@ -31,7 +31,8 @@ struct Choice {
     T value;
 };
 
-inline constexpr Choice<Unit> kUnits[] = {{"packets", Unit::packets}, {"bytes", Unit::bytes}};
+inline constexpr Choice<Unit> kUnits[] = {
+    {"packets", Unit::packets}, {"bytes", Unit::bytes}, {"tcp_syn", Unit::tcp_syn}};
 inline constexpr Choice<Accuracy> kAccuracies[] = {{"lease", Accuracy::lease}, {"split", Accuracy::split}};
 
 using Keys = std::span<const std::string_view>;

@@ -10,7 +10,16 @@
 namespace sluice {
 namespace {
 
-std::string unit_name(Unit unit) { return unit == Unit::bytes ? "bytes" : "packets"; }
+std::string unit_name(Unit unit) {
+    switch (unit) {
+        case Unit::bytes:
+            return "bytes";
+        case Unit::tcp_syn:
+            return "TCP SYNs";
+        default:
+            return "packets";
+    }
+}
 
 Error field_error(std::string_view field, std::string_view setting, const std::string& what) {
     return Error{std::string(field) + ": " + what, std::string(setting)};
@@ -145,7 +154,7 @@ Result<sluice_source_limit> compile_source_limit(const HumanLimit& limit, uint32
     // frame's cost is rounded up on its own, by less than 2 ns where a byte
     // is not a whole number of ns: the burst gets that back for as many
     // frames as it can hold, or a burst of N frames would hold N - 1.
-    const uint64_t one = sluice_source_cost_ns(&gcra, 1);
+    const uint64_t one = sluice_source_cost_ns(&gcra, 1, 1);
     auto tolerance_of = [&](uint64_t burst) -> uint128 {
         if (limit.unit != Unit::bytes) return static_cast<uint128>(burst) * one;
         uint128 ns = static_cast<uint128>(burst) * gcra.interval_ns +

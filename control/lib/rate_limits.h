@@ -13,7 +13,9 @@
 
 namespace sluice {
 
-enum class Unit : uint8_t { packets = SLUICE_UNIT_PACKETS, bytes = SLUICE_UNIT_BYTES };
+// tcp_syn: only TCP SYNs without ACK (connection attempts) cost 1; other
+// packets pass the level uncharged.
+enum class Unit : uint8_t { packets = SLUICE_UNIT_PACKETS, bytes = SLUICE_UNIT_BYTES, tcp_syn = SLUICE_UNIT_TCP_SYN };
 enum class Accuracy : uint8_t { split = SLUICE_ACCURACY_SPLIT, lease = SLUICE_ACCURACY_LEASE };
 
 // Largest frame charged in byte mode unless the policy says otherwise: a

@@ -35,6 +35,7 @@ inline uint64_t cycles_to_ns(uint64_t cycles, uint64_t hz) {
 struct ShapedFrame {
     rte_mbuf* mbuf;
     uint64_t deadline_ns;
+    uint8_t tcp_syn;  // as parsed on arrival: what it costs at a tcp_syn level
 };
 
 struct ShapeQueue {

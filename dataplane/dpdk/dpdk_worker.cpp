@@ -105,8 +105,8 @@ class WorkerPath {
         levels->global = {&slot.header.global, &state->global_bucket, shared->global};
     }
 
-    static sluice_decision decide(BurstContext& ctx, const sluice_levels& levels, uint32_t frame_len) {
-        return sluice_decide_counted(&ctx, &levels, frame_len, ctx.now);
+    static sluice_decision decide(BurstContext& ctx, const sluice_levels& levels, uint32_t frame_len, uint8_t tcp_syn) {
+        return sluice_decide_counted(&ctx, &levels, frame_len, tcp_syn, ctx.now);
     }
 
     static bool grow_queue(ShapeQueue& q, uint32_t bound, int socket) {
@@ -127,13 +127,13 @@ class WorkerPath {
     // admits it and nothing waits ahead of it; otherwise held in the class's
     // queue if the core admits it there; otherwise refused, by reason.
     static void shape(BurstContext& ctx, rte_mbuf* m, const sluice_class_entry& cls, const sluice_shape_drain& drain,
-                      const sluice_levels& levels, const sluice_source_key& key, uint32_t frame_len) {
+                      const sluice_levels& levels, const sluice_source_key& key, uint32_t frame_len, uint8_t tcp_syn) {
         WorkerState* state = ctx.state;
         const uint32_t id = sluice_class_slot(cls.class_id);
         ShapeQueue& q = state->queues[id];
 
         if (q.held.count == 0) {
-            const sluice_decision d = decide(ctx, levels, frame_len);
+            const sluice_decision d = decide(ctx, levels, frame_len, tcp_syn);
             if (!sluice_shape_may_wait(d)) {
                 finish(ctx, m, cls.class_id, d, frame_len, &key);
                 return;
@@ -144,7 +144,8 @@ class WorkerPath {
             sluice_source_look look{};
             sluice_decision d{};
             const int verdict = sluice_source_settle(
-                &levels.source, sluice_source_cost_ns(&levels.source.limit->current, frame_len), ctx.now, &look, &d);
+                &levels.source, sluice_source_cost_ns(&levels.source.limit->current, frame_len, tcp_syn), ctx.now,
+                &look, &d);
             if (verdict <= 0) {
                 if (verdict < 0) d = sluice_contended();
                 sluice_count_table_event(&ctx, d.table);
@@ -153,7 +154,7 @@ class WorkerPath {
             }
         }
 
-        const uint64_t cost = sluice_level_cost_nano(levels.aggregate.limit, frame_len);
+        const uint64_t cost = sluice_level_cost_nano(levels.aggregate.limit, frame_len, tcp_syn);
         sluice_shape_admission admission =
             sluice_shape_admit(&cls.shape, &drain, &q.held, &levels.aggregate, cost, ctx.now);
         if (admission.reason == SLUICE_REASON_SHAPED && q.capacity < cls.shape.queue_packets &&
@@ -170,12 +171,12 @@ class WorkerPath {
         sluice_levels lower = levels;
         lower.aggregate = sluice_level_ref{};
         lower.global = sluice_level_ref{};
-        const sluice_decision paid = decide(ctx, lower, frame_len);
+        const sluice_decision paid = decide(ctx, lower, frame_len, tcp_syn);
         if (paid.verdict != SLUICE_VERDICT_PASS) {
             finish(ctx, m, cls.class_id, paid, frame_len, &key);
             return;
         }
-        q.ring[(q.head + q.held.count) & (q.capacity - 1)] = {m, admission.deadline_ns};
+        q.ring[(q.head + q.held.count) & (q.capacity - 1)] = {m, admission.deadline_ns, tcp_syn};
         sluice_shape_queue_push(&q.held, cost);
         state->queued_classes[id / 64] |= 1ull << (id % 64);
     }
@@ -208,11 +209,12 @@ class WorkerPath {
             const ShapedFrame frame = q.ring[q.head];
             const uint32_t frame_len = frame.mbuf->pkt_len;
             sluice_decision d;
-            if (!sluice_shape_release(still_shaped, &levels, frame_len, frame.deadline_ns, ctx.now, &d))
+            if (!sluice_shape_release(still_shaped, &levels, frame_len, frame.tcp_syn, frame.deadline_ns, ctx.now, &d))
                 return;  // not yet: the class bucket refills at its rate
             finish(ctx, frame.mbuf, id, d, frame_len, nullptr);
             q.head = (q.head + 1) & (q.capacity - 1);
-            sluice_shape_queue_pop(&q.held, still_shaped ? sluice_level_cost_nano(&cls.aggregate, frame_len) : 0);
+            sluice_shape_queue_pop(&q.held,
+                                   still_shaped ? sluice_level_cost_nano(&cls.aggregate, frame_len, frame.tcp_syn) : 0);
         }
         if (q.held.count == 0) state->queued_classes[id / 64] &= ~(1ull << (id % 64));
     }
@@ -271,10 +273,11 @@ class WorkerPath {
                 continue;
             }
             if (cls.shape.queue_packets != 0 && cls.aggregate.enabled) {
-                shape(ctx, m, cls, slot.drains[sluice_class_slot(cls.class_id)], levels[i], keys[i], frame_len);
+                shape(ctx, m, cls, slot.drains[sluice_class_slot(cls.class_id)], levels[i], keys[i], frame_len,
+                      parsed[i].tcp_syn);
                 continue;
             }
-            finish(ctx, m, cls.class_id, decide(ctx, levels[i], frame_len), frame_len, &keys[i]);
+            finish(ctx, m, cls.class_id, decide(ctx, levels[i], frame_len, parsed[i].tcp_syn), frame_len, &keys[i]);
         }
     }
 };

@@ -24,6 +24,10 @@ TEST_F(XdpBuckets, ByteBurstIsTwoFramesAndRefillsByLength) {
     scenarios::byte_burst_is_two_frames_and_refills_by_length(*this);
 }
 
+TEST_F(XdpBuckets, TcpSynCountsConnectionAttemptsAndPassesTheRest) {
+    scenarios::tcp_syn_counts_connection_attempts_and_passes_the_rest(*this);
+}
+
 TEST_F(XdpBuckets, ByteCostsRoundUpAndABurstStillHoldsItsFrames) {
     scenarios::byte_costs_round_up_and_a_burst_still_holds_its_frames(*this);
 }

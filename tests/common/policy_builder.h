@@ -61,6 +61,11 @@ inline Bytes udp_from(const std::string& source, size_t payload = 18) {
     return b.udp(1000, 53).payload(payload).build();
 }
 
+// A TCP segment from `source` to port 22 with these flags (0x02: SYN).
+inline Bytes tcp_from(const std::string& source, uint8_t flags) {
+    return PacketBuilder().eth().ipv4(source, "198.51.100.1").tcp(40000, 22, flags).build();
+}
+
 // ---- policies -------------------------------------------------------------------
 
 // One human limit, as a policy file would state it. A per-source limit uses

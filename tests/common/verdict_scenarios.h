@@ -131,6 +131,31 @@ void byte_burst_is_two_frames_and_refills_by_length(Target& t) {
 }
 
 template <class Target>
+void tcp_syn_counts_connection_attempts_and_passes_the_rest(Target& t) {
+    // 3 connection attempts per source, then one a second.
+    t.apply(t.policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 3, .unit = Unit::tcp_syn}}).build());
+    const Bytes syn = tcp_from("192.0.2.7", 0x02), syn_ack = tcp_from("192.0.2.7", 0x12);
+    const Bytes ack = tcp_from("192.0.2.7", 0x10), other_ack = tcp_from("192.0.2.8", 0x10);
+
+    EXPECT_EQ(t.verdicts(syn, 5), "PPPDD");
+    // Established traffic and answers pass the level uncharged, even from a
+    // source out of attempts.
+    EXPECT_EQ(t.verdicts(ack, 4), "PPPP");
+    EXPECT_EQ(t.verdicts(syn_ack, 2), "PP");
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.7"), 2), "PP");
+    // A source that opens nothing takes no entry in the source table.
+    EXPECT_EQ(t.verdicts(other_ack, 3), "PPP");
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 1u);
+    EXPECT_EQ(t.source_table().known, 1u);
+    t.set_clock(t.t0() + kSec);
+    EXPECT_EQ(t.verdicts(syn, 2), "PD");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 3u + 4 + 2 + 2 + 3 + 1);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 3u);
+}
+
+template <class Target>
 void clock_regression_refills_nothing(Target& t) {
     t.apply(t.policy().add({.id = 1, .per_source = Limit{.rate = 10, .burst = 3}}).build());
     const Bytes frame = udp_from("192.0.2.3");

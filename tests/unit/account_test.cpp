@@ -167,8 +167,8 @@ TEST(Account, ADecisionThatInsertsASourceCountsTheInsert) {
     levels.source.home_index = 0;
     levels.source.second_index = 1;
     levels.source.tag = uint64_t{1} << SLUICE_ENTRY_TAG_SHIFT;
-    EXPECT_EQ(sluice_decide_counted(&b, &levels, 64, kT0).verdict, SLUICE_VERDICT_PASS);
-    EXPECT_EQ(sluice_decide_counted(&b, &levels, 64, kT0).verdict, SLUICE_VERDICT_PASS);
+    EXPECT_EQ(sluice_decide_counted(&b, &levels, 64, 0, kT0).verdict, SLUICE_VERDICT_PASS);
+    EXPECT_EQ(sluice_decide_counted(&b, &levels, 64, 0, kT0).verdict, SLUICE_VERDICT_PASS);
     EXPECT_EQ(b.stats[SLUICE_STAT_SOURCE_INSERTS], 1u);
 }
 

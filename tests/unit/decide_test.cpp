@@ -47,7 +47,7 @@ struct Levels {
         l.new_sources = {&limit[kNewSources], &cpu[kNewSources], &shared[kNewSources]};
         l.aggregate = {&limit[kAggregate], &cpu[kAggregate], &shared[kAggregate]};
         l.global = {&limit[kGlobal], &cpu[kGlobal], &shared[kGlobal]};
-        return sluice_decide(&l, frame_len, now);
+        return sluice_decide(&l, frame_len, 0, now);
     }
     // Tokens a bucket level holds on this CPU and behind it: leases move
     // tokens between the two, spending changes the sum.
@@ -174,7 +174,7 @@ TEST(Decide, DisabledOrMissingLevelsAdmit) {
     sluice_levels l{};
     l.source.limit = &no_source;
     l.aggregate = {&off, &cpu, nullptr};
-    for (int i = 0; i < 100; i++) EXPECT_EQ(sluice_decide(&l, 1500, kT0).reason, SLUICE_REASON_ADMITTED);
+    for (int i = 0; i < 100; i++) EXPECT_EQ(sluice_decide(&l, 1500, 0, kT0).reason, SLUICE_REASON_ADMITTED);
 }
 
 TEST(Decide, EachLevelChargesInItsOwnUnit) {

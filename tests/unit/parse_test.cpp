@@ -56,7 +56,7 @@ void check_ok(const Parsed& p, uint8_t family, uint8_t vlan_depth, uint32_t fram
     EXPECT_EQ(p.pkt.family, family);
     EXPECT_EQ(p.pkt.vlan_depth, vlan_depth);
     EXPECT_EQ(p.pkt.frame_len, frame_len);
-    EXPECT_EQ(p.pkt._pad, 0);
+    EXPECT_EQ(p.pkt.tcp_syn, 0);
     EXPECT_EQ(src_of(p.pkt), PacketBuilder::address(src));
 }
 
@@ -67,7 +67,7 @@ void check_status(const Parsed& p, uint8_t status, uint8_t vlan_depth, uint32_t 
     EXPECT_EQ(p.pkt.family, 0);
     EXPECT_EQ(p.pkt.vlan_depth, vlan_depth);
     EXPECT_EQ(p.pkt.frame_len, frame_len);
-    EXPECT_EQ(p.pkt._pad, 0);
+    EXPECT_EQ(p.pkt.tcp_syn, 0);
     EXPECT_EQ(src_of(p.pkt), Addr{});
 }
 
@@ -443,6 +443,50 @@ TEST(ParseStatus, MalformedIsEverythingButOkAndNonIp) {
     EXPECT_FALSE(sluice_packet_is_malformed(SLUICE_PARSE_NON_IP));
     for (uint32_t s = SLUICE_PARSE_NON_IP + 1; s < SLUICE_PARSE_STATUS_COUNT; s++)
         EXPECT_TRUE(sluice_packet_is_malformed(static_cast<uint8_t>(s))) << parse_status_label(s);
+}
+
+// ---- connection attempts (unit tcp_syn) ---------------------------------------------
+
+uint8_t tcp_syn_of(const PacketBuilder::Bytes& frame) {
+    const Parsed p = parse(frame);
+    EXPECT_EQ(p.ret, SLUICE_PARSE_OK) << parse_status_label(p.ret);
+    return p.pkt.tcp_syn;
+}
+
+constexpr uint8_t kSyn = 0x02, kAck = 0x10, kRst = 0x04, kFin = 0x01;
+
+TEST(TcpSyn, ASynWithoutAckOpensAConnectionInEitherFamily) {
+    EXPECT_EQ(tcp_syn_of(PacketBuilder().eth().ipv4(kSrc4, kDst4).tcp(40000, 22, kSyn).build()), 1);
+    EXPECT_EQ(tcp_syn_of(PacketBuilder().eth().ipv6(kSrc6, kDst6).tcp(40000, 22, kSyn).build()), 1);
+    // The TCP header is found past IPv4 options and VLAN tags.
+    EXPECT_EQ(tcp_syn_of(PacketBuilder().eth().ipv4(kSrc4, kDst4).ipv4_options(12).tcp(1, 22, kSyn).build()), 1);
+    EXPECT_EQ(
+        tcp_syn_of(PacketBuilder().eth().vlan(0x88a8, 7).vlan(0x8100, 8).ipv4(kSrc4, kDst4).tcp(1, 22, kSyn).build()),
+        1);
+}
+
+TEST(TcpSyn, NoOtherSegmentOrProtocolDoes) {
+    for (const uint8_t flags : {uint8_t(kSyn | kAck), kAck, kRst, kFin, uint8_t(0)}) {
+        EXPECT_EQ(tcp_syn_of(PacketBuilder().eth().ipv4(kSrc4, kDst4).tcp(1, 22, flags).build()), 0) << int(flags);
+        EXPECT_EQ(tcp_syn_of(PacketBuilder().eth().ipv6(kSrc6, kDst6).tcp(1, 22, flags).build()), 0) << int(flags);
+    }
+    EXPECT_EQ(tcp_syn_of(PacketBuilder().eth().ipv4(kSrc4, kDst4).udp(1, 22).payload({0, 0, 0, 0, 0, kSyn}).build()),
+              0);
+}
+
+TEST(TcpSyn, OnlyAFirstFragmentCarriesTheFlags) {
+    EXPECT_EQ(tcp_syn_of(PacketBuilder().eth().ipv4(kSrc4, kDst4).fragment(0, true).tcp(1, 22, kSyn).build()), 1);
+    // Later fragments hold payload where a header would be: never a SYN.
+    EXPECT_EQ(tcp_syn_of(PacketBuilder().eth().ipv4(kSrc4, kDst4).fragment(8, false).tcp(1, 22, kSyn).build()), 0);
+    // Behind an IPv6 extension header TCP is not looked for.
+    EXPECT_EQ(tcp_syn_of(PacketBuilder().eth().ipv6(kSrc6, kDst6).fragment(0, true).tcp(1, 22, kSyn).build()), 0);
+}
+
+TEST(TcpSyn, FlagsOutsideTheDatagramCountForNothing) {
+    // IP says TCP, but the datagram ends before the flags; the Ethernet
+    // padding after it holds SYN bits in the right place.
+    EXPECT_EQ(tcp_syn_of(PacketBuilder().eth().ipv4(kSrc4, kDst4).protocol(6).payload(10).pad(10, kSyn).build()), 0);
+    EXPECT_EQ(tcp_syn_of(PacketBuilder().eth().ipv6(kSrc6, kDst6).protocol(6).payload(10).pad(10, kSyn).build()), 0);
 }
 
 // ---- the builder itself -----------------------------------------------------------

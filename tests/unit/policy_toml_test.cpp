@@ -146,6 +146,25 @@ aggregate = { rate = 8_000_000, burst = 800_000 }
     EXPECT_EQ(cls.per_source.current.tolerance_ns, 100'000'000u);
 }
 
+TEST(PolicyToml, TcpSynCountsConnectionAttemptsAtAnyLevel) {
+    const LoadedPolicy policy = load_ok(R"toml([global]
+rate = 100_000
+burst = 10_000
+unit = "tcp_syn"
+[[class]]
+name = "default"
+per_source = { rate = 1, burst = 10, unit = "tcp_syn" }
+aggregate = { rate = 1_000, burst = 100, unit = "tcp_syn" }
+)toml");
+    const sluice_class_entry& cls = entry(policy, "default");
+    EXPECT_EQ(cls.per_source.current.unit, SLUICE_UNIT_TCP_SYN);
+    EXPECT_EQ(cls.per_source.current.tolerance_ns, 10 * SLUICE_NANO);  // 10 attempts of 1 s each
+    EXPECT_EQ(cls.aggregate.unit, SLUICE_UNIT_TCP_SYN);
+    EXPECT_EQ(policy.compiled.header.global.unit, SLUICE_UNIT_TCP_SYN);
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nper_source = { rate = 1, burst = 1, unit = \"syn\" }\n"),
+                HasSubstr("expected one of \"packets\", \"bytes\", \"tcp_syn\""));
+}
+
 TEST(PolicyToml, ClassesOverrideDefaultsAndPerSourceOverridesTheClass) {
     const LoadedPolicy policy = load_ok(R"toml([defaults]
 unit = "bytes"

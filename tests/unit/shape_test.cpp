@@ -118,10 +118,10 @@ class Shaper {
     uint8_t arrive(uint32_t frame_len, uint64_t now) {
         const sluice_levels all = upper();
         if (queue_.count == 0) {
-            const sluice_decision d = sluice_decide(&all, frame_len, now);
+            const sluice_decision d = sluice_decide(&all, frame_len, 0, now);
             if (!sluice_shape_may_wait(d)) return d.reason;
         }
-        const uint64_t cost = sluice_level_cost_nano(&aggregate_, frame_len);
+        const uint64_t cost = sluice_level_cost_nano(&aggregate_, frame_len, 0);
         const sluice_shape_admission a = sluice_shape_admit(&shape_, &drain_, &queue_, &all.aggregate, cost, now);
         if (a.reason == SLUICE_REASON_SHAPED) {
             frames_.push_back({frame_len, a.deadline_ns, a.send_ns});
@@ -137,9 +137,9 @@ class Shaper {
         while (!frames_.empty()) {
             const Held& head = frames_.front();
             sluice_decision d;
-            if (!sluice_shape_release(shaped, &all, head.frame_len, head.deadline_ns, now, &d)) break;
+            if (!sluice_shape_release(shaped, &all, head.frame_len, 0, head.deadline_ns, now, &d)) break;
             left.push_back({now, head.frame_len, d.reason, head.send_ns});
-            sluice_shape_queue_pop(&queue_, shaped ? sluice_level_cost_nano(&aggregate_, head.frame_len) : 0);
+            sluice_shape_queue_pop(&queue_, shaped ? sluice_level_cost_nano(&aggregate_, head.frame_len, 0) : 0);
             frames_.pop_front();
         }
         return left;

@@ -50,7 +50,7 @@ struct Table {
     }
     bool offer(uint32_t frame_len, uint64_t now, uint64_t tag = 1) {
         const sluice_levels l = levels(tag);
-        return sluice_decide(&l, frame_len, now).verdict == SLUICE_VERDICT_PASS;
+        return sluice_decide(&l, frame_len, 0, now).verdict == SLUICE_VERDICT_PASS;
     }
     // Entries carrying `tag`, in both sets.
     int entries_of(uint64_t tag) const {
@@ -274,7 +274,7 @@ TEST(SourceTable, PendingEntriesAreNeverTakenNorEvicted) {
     for (auto& set : t.sets)
         for (auto& word : set.entry) word |= SLUICE_ENTRY_PENDING;  // every entry being created elsewhere
     const sluice_levels l = t.levels(99);
-    const sluice_decision d = sluice_decide(&l, 64, kT0);
+    const sluice_decision d = sluice_decide(&l, 64, 0, kT0);
     EXPECT_EQ(d.verdict, SLUICE_VERDICT_DROP);
     EXPECT_EQ(d.table, SLUICE_TABLE_CONTENDED);
     EXPECT_EQ(t.entries_of(99), 0);
@@ -306,7 +306,7 @@ struct Creation {
         sluice_source_find(&l.source, kT0, &first);
         sluice_source_find(&l.source, kT0, &second);
     }
-    uint64_t cost() const { return sluice_source_cost_ns(&t.limit.current, 64); }
+    uint64_t cost() const { return sluice_source_cost_ns(&t.limit.current, 64, 0); }
 };
 
 TEST(SourceCreation, BothScansPickTheSameEntry_OnlyTheFirstSwapSucceeds) {
@@ -334,7 +334,7 @@ TEST(SourceCreation, ACreatorThatSeesAnotherPendingEntryOfItsSourceBacksOut) {
     EXPECT_EQ(c.t.sets[1].entry[3], other) << "the other creator's entry is untouched";
     // Until the other confirms, this source's packets are contended, never
     // admitted on a second entry.
-    const sluice_decision d = sluice_decide(&c.l, 64, kT0);
+    const sluice_decision d = sluice_decide(&c.l, 64, 0, kT0);
     EXPECT_EQ(d.verdict, SLUICE_VERDICT_DROP);
     EXPECT_EQ(d.table, SLUICE_TABLE_CONTENDED);
     EXPECT_EQ(c.t.entries_of(7), 1);
@@ -349,9 +349,9 @@ TEST(SourceCreation, ACreatorThatSeesAConfirmedEntryOfItsSourceBacksOutAndCharge
     EXPECT_FALSE(sluice_source_charge(&c.l.source, &c.first, c.cost(), kT0));
     EXPECT_EQ(c.t.entries_of(7), 1);
     // The next decision charges that one entry: 2 of a burst of 3.
-    EXPECT_EQ(sluice_decide(&c.l, 64, kT0).verdict, SLUICE_VERDICT_PASS);
-    EXPECT_EQ(sluice_decide(&c.l, 64, kT0).verdict, SLUICE_VERDICT_PASS);
-    EXPECT_EQ(sluice_decide(&c.l, 64, kT0).verdict, SLUICE_VERDICT_DROP);
+    EXPECT_EQ(sluice_decide(&c.l, 64, 0, kT0).verdict, SLUICE_VERDICT_PASS);
+    EXPECT_EQ(sluice_decide(&c.l, 64, 0, kT0).verdict, SLUICE_VERDICT_PASS);
+    EXPECT_EQ(sluice_decide(&c.l, 64, 0, kT0).verdict, SLUICE_VERDICT_DROP);
     EXPECT_EQ(c.t.entries_of(7), 1);
 }
 
@@ -388,7 +388,7 @@ TEST(SourceTableThreads, SimultaneousFirstPacketsCreateOneEntryAndAdmitOneBurst)
                 while (round_started.load(std::memory_order_acquire) < round) std::this_thread::yield();
                 const sluice_levels l = t.levels(static_cast<uint64_t>(round) % 60000 + 1, round, round + 1);
                 for (int i = 0; i < 2; i++) {
-                    const sluice_decision d = sluice_decide(&l, 64, kT0 + static_cast<uint64_t>(round) * kSecond);
+                    const sluice_decision d = sluice_decide(&l, 64, 0, kT0 + static_cast<uint64_t>(round) * kSecond);
                     if (d.verdict == SLUICE_VERDICT_PASS) admitted.fetch_add(1);
                     if (d.table == SLUICE_TABLE_CONTENDED) contended.fetch_add(1);
                 }
@@ -444,7 +444,7 @@ TEST(SourceTableThreads, TwoSourcesSharingASetEachGetExactlyTheirBound) {
             for (uint64_t i = w; !stop.load(std::memory_order_relaxed); i++) {
                 const uint64_t source = i & 1, now = clock_ns();
                 const sluice_levels l = t.levels(source + 1);
-                mine[source] += sluice_decide(&l, 64, now).verdict == SLUICE_VERDICT_PASS;
+                mine[source] += sluice_decide(&l, 64, 0, now).verdict == SLUICE_VERDICT_PASS;
                 my_first[source] = std::min(my_first[source], now);
                 my_last[source] = now;
             }

@@ -97,7 +97,20 @@ enum sluice_level {
 enum sluice_unit {
 	SLUICE_UNIT_PACKETS = 0, /* every frame costs 1 */
 	SLUICE_UNIT_BYTES = 1,   /* a frame costs its length on the wire */
+	SLUICE_UNIT_TCP_SYN = 2, /* a TCP SYN without ACK (a connection attempt) costs 1;
+	                          * every other frame passes the level uncharged */
 };
+
+/* What a frame costs at a level of `unit`, in units: 0 passes it uncharged.
+ * tcp_syn: the frame opens a TCP connection (struct sluice_packet). */
+SLUICE_INLINE __u64 sluice_frame_units(__u8 unit, __u32 frame_len, __u8 tcp_syn)
+{
+	if (unit == SLUICE_UNIT_BYTES)
+		return frame_len;
+	if (unit == SLUICE_UNIT_TCP_SYN)
+		return tcp_syn ? 1 : 0;
+	return 1;
+}
 
 enum sluice_accuracy {
 	SLUICE_ACCURACY_SPLIT = 0, /* each CPU owns rate/N and burst/N */

@@ -136,9 +136,9 @@ SLUICE_INLINE void sluice_count_table_event(SLUICE_ACCOUNT_CTX *ctx, __u8 event)
 
 /* sluice_decide, and what it did to the source table counted. */
 SLUICE_INLINE struct sluice_decision sluice_decide_counted(SLUICE_ACCOUNT_CTX *ctx, const struct sluice_levels *levels,
-							   __u32 frame_len, __u64 now)
+							   __u32 frame_len, __u8 tcp_syn, __u64 now)
 {
-	struct sluice_decision d = sluice_decide(levels, frame_len, now);
+	struct sluice_decision d = sluice_decide(levels, frame_len, tcp_syn, now);
 
 	sluice_count_table_event(ctx, d.table);
 	return d;

@@ -114,9 +114,9 @@ SLUICE_INLINE int sluice_level_active(const struct sluice_level_ref *ref)
 	       (ref->limit->accuracy != SLUICE_ACCURACY_LEASE || ref->shared);
 }
 
-SLUICE_INLINE __u64 sluice_level_cost_nano(const struct sluice_level_limit *limit, __u32 frame_len)
+SLUICE_INLINE __u64 sluice_level_cost_nano(const struct sluice_level_limit *limit, __u32 frame_len, __u8 tcp_syn)
 {
-	return (limit->unit == SLUICE_UNIT_BYTES ? (__u64)frame_len : 1) * SLUICE_NANO;
+	return sluice_frame_units(limit->unit, frame_len, tcp_syn) * SLUICE_NANO;
 }
 
 /*
@@ -256,28 +256,36 @@ SLUICE_INLINE struct sluice_decision sluice_contended(void)
 }
 
 /*
- * Decide a packet of `frame_len` bytes. Inactive levels admit. The bucket
+ * Decide a packet of `frame_len` bytes (`tcp_syn`: it opens a TCP
+ * connection). Inactive levels admit, and so does a level the packet costs
+ * nothing at (unit tcp_syn, and not a SYN): it neither looks at nor charges
+ * that level, so a packet that skips the source level is not a new source
+ * either. The bucket
  * levels are written out one by one (no loop over them, and none around
  * them) so the verifier sees each lock/unlock pair with a known map value
  * pointer and the compiler cannot hoist their address arithmetic above the
  * checks that a pointer is there.
  */
-SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l, __u32 frame_len, __u64 now)
+SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l, __u32 frame_len, __u8 tcp_syn,
+						  __u64 now)
 {
 	const struct sluice_source_ref *src = &l->source;
 	int src_on = sluice_source_active(src);
 	int new_on, cls_on = sluice_level_active(&l->aggregate);
 	int glb_on = sluice_level_active(&l->global);
-	__u64 src_cost = src_on ? sluice_source_cost_ns(&src->limit->current, frame_len) : 0;
+	__u64 src_cost = src_on ? sluice_source_cost_ns(&src->limit->current, frame_len, tcp_syn) : 0;
 	__u64 new_cost = 0;
-	__u64 cls_cost = cls_on ? sluice_level_cost_nano(l->aggregate.limit, frame_len) : 0;
-	__u64 glb_cost = glb_on ? sluice_level_cost_nano(l->global.limit, frame_len) : 0;
+	__u64 cls_cost = cls_on ? sluice_level_cost_nano(l->aggregate.limit, frame_len, tcp_syn) : 0;
+	__u64 glb_cost = glb_on ? sluice_level_cost_nano(l->global.limit, frame_len, tcp_syn) : 0;
 	struct sluice_source_look look;
 	struct sluice_decision d;
 	int verdict;
 
 	__builtin_memset(&look, 0, sizeof(look));
 	__builtin_memset(&d, 0, sizeof(d));
+	src_on = src_on && src_cost;
+	cls_on = cls_on && cls_cost;
+	glb_on = glb_on && glb_cost;
 
 	/* A known source is found and checked here; anything else (a new one,
 	 * an entry being created) takes the longer way. */
@@ -295,7 +303,10 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 	 * sources pays its budget, and the aggregate and global still hold. */
 	new_on = src_on && !look.found && sluice_level_active(&l->new_sources);
 	if (new_on) {
-		new_cost = sluice_level_cost_nano(l->new_sources.limit, frame_len);
+		new_cost = sluice_level_cost_nano(l->new_sources.limit, frame_len, tcp_syn);
+		new_on = new_cost != 0;
+	}
+	if (new_on) {
 		if (!sluice_level_check(&l->new_sources, new_cost, now))
 			return sluice_drop(SLUICE_LEVEL_NEW_SOURCE);
 	}

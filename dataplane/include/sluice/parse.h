@@ -56,7 +56,7 @@ struct sluice_packet {
 	__u8 family;     /* SLUICE_FAMILY_IPV4 / _IPV6, 0 when status != OK */
 	__u8 status;     /* enum sluice_parse_status */
 	__u8 vlan_depth; /* complete VLAN tags seen: 0, 1 or 2 */
-	__u8 _pad;
+	__u8 tcp_syn;    /* 1: a TCP SYN without ACK, a connection attempt (see sluice_tcp_syn) */
 	__u8 src[16];    /* network order; IPv4 in src[0..3], rest zero */
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_packet) == 24, "sluice_packet layout");
@@ -103,6 +103,21 @@ SLUICE_INLINE int sluice_is_vlan_tpid(__u16 proto)
 	return proto == SLUICE_ETH_P_8021Q || proto == SLUICE_ETH_P_8021AD;
 }
 
+#define SLUICE_IPPROTO_TCP 6
+#define SLUICE_TCP_FLAGS_OFFSET 13 /* CWR ECE URG ACK PSH RST SYN FIN */
+#define SLUICE_TCP_SYN 0x02
+#define SLUICE_TCP_ACK 0x10
+
+/* Whether the TCP segment at `tcp` opens a connection: SYN set, ACK clear.
+ * A segment too short to hold its flags opens nothing (the kernel would
+ * drop it), so it passes a tcp_syn level uncharged, as any other packet. */
+SLUICE_INLINE __u8 sluice_tcp_syn(const __u8 *tcp, const __u8 *data_end)
+{
+	if (tcp + SLUICE_TCP_FLAGS_OFFSET + 1 > data_end)
+		return 0;
+	return (tcp[SLUICE_TCP_FLAGS_OFFSET] & (SLUICE_TCP_SYN | SLUICE_TCP_ACK)) == SLUICE_TCP_SYN;
+}
+
 SLUICE_INLINE __u8 sluice_parse_ipv4(const __u8 *ip, const __u8 *data_end,
 				     struct sluice_packet *pkt)
 {
@@ -134,6 +149,11 @@ SLUICE_INLINE __u8 sluice_parse_ipv4(const __u8 *ip, const __u8 *data_end,
 	__builtin_memcpy(&address, ip + 12, 4);
 	__builtin_memcpy(pkt->src, &address, 8);
 	pkt->family = SLUICE_FAMILY_IPV4;
+	/* Only a first fragment (offset 0) carries the TCP header, and its
+	 * flags must lie inside the datagram, not in the frame's padding. */
+	if (ip[9] == SLUICE_IPPROTO_TCP && !(sluice_load_be16(ip + 6) & 0x1fff) &&
+	    hdr_len + SLUICE_TCP_FLAGS_OFFSET < tot_len)
+		pkt->tcp_syn = sluice_tcp_syn(ip + hdr_len, data_end);
 	return SLUICE_PARSE_OK;
 }
 
@@ -153,6 +173,10 @@ SLUICE_INLINE __u8 sluice_parse_ipv6(const __u8 *ip, const __u8 *data_end,
 
 	__builtin_memcpy(pkt->src, ip + 8, 16);
 	pkt->family = SLUICE_FAMILY_IPV6;
+	/* TCP right after the fixed header; behind extension headers it is not
+	 * looked for (and such a SYN is not counted as one). */
+	if (ip[6] == SLUICE_IPPROTO_TCP && (payload_len == 0 || payload_len > SLUICE_TCP_FLAGS_OFFSET))
+		pkt->tcp_syn = sluice_tcp_syn(ip + SLUICE_IPV6_HLEN, data_end);
 	return SLUICE_PARSE_OK;
 }
 
@@ -211,7 +235,7 @@ SLUICE_INLINE __u8 sluice_parse(const __u8 *data, const __u8 *data_end,
 	pkt->family = 0;
 	pkt->status = SLUICE_PARSE_OK;
 	pkt->vlan_depth = 0;
-	pkt->_pad = 0;
+	pkt->tcp_syn = 0;
 	__builtin_memset(pkt->src, 0, sizeof(pkt->src));
 
 	status = sluice_parse_frame(data, data_end, pkt);

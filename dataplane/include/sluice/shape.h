@@ -144,7 +144,8 @@ SLUICE_INLINE void sluice_shape_queue_pop(struct sluice_shape_queue *queue, __u6
 }
 
 /*
- * The head of a class's queue at `now`: returns 1 if it leaves, with *d
+ * The head of a class's queue at `now` (its tcp_syn as parsed on arrival):
+ * returns 1 if it leaves, with *d
  * saying how (dropped, reason DEADLINE, if its deadline has passed; else
  * sent, reason SHAPED, paid at `upper`, the class aggregate and global
  * ceiling), or 0 if it waits for them to refill. A class a new policy
@@ -152,13 +153,13 @@ SLUICE_INLINE void sluice_shape_queue_pop(struct sluice_shape_queue *queue, __u6
  * admitted to the queue.
  */
 SLUICE_INLINE int sluice_shape_release(int shaped, const struct sluice_levels *upper, __u32 frame_len,
-				       __u64 deadline_ns, __u64 now, struct sluice_decision *d)
+				       __u8 tcp_syn, __u64 deadline_ns, __u64 now, struct sluice_decision *d)
 {
 	if (shaped && now > deadline_ns) {
 		*d = sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_DEADLINE, SLUICE_LEVEL_CLASS);
 		return 1;
 	}
-	if (shaped && sluice_decide(upper, frame_len, now).verdict != SLUICE_VERDICT_PASS)
+	if (shaped && sluice_decide(upper, frame_len, tcp_syn, now).verdict != SLUICE_VERDICT_PASS)
 		return 0;
 	*d = sluice_decision_make(SLUICE_VERDICT_PASS, SLUICE_REASON_SHAPED, SLUICE_LEVEL_NONE);
 	return 1;

@@ -140,10 +140,11 @@ SLUICE_INLINE __u32 sluice_source_second(__u64 hash, __u32 mask)
 
 /* ---- GCRA ---------------------------------------------------------------------- */
 
-/* ns of schedule a frame of frame_len bytes costs, rounded up. */
-SLUICE_INLINE __u64 sluice_source_cost_ns(const struct sluice_gcra_limit *limit, __u32 frame_len)
+/* ns of schedule a frame of frame_len bytes costs, rounded up; 0 for a frame
+ * the level does not count (unit tcp_syn, and not a SYN). */
+SLUICE_INLINE __u64 sluice_source_cost_ns(const struct sluice_gcra_limit *limit, __u32 frame_len, __u8 tcp_syn)
 {
-	__u64 units = limit->unit == SLUICE_UNIT_BYTES ? frame_len : 1;
+	__u64 units = sluice_frame_units(limit->unit, frame_len, tcp_syn);
 
 	return units * limit->interval_ns + ((units * limit->interval_frac + 0xffffffffULL) >> 32);
 }
