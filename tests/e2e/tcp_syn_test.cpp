@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+// unit = "tcp_syn" against the kernel's own TCP: a client namespace connects
+// through the veth pair to a listener behind sl0, where the program runs.
+// Each source may open `burst` connections at once; the SYNs of the others
+// are dropped at the driver, and the connections that were opened carry
+// data untouched, because only connection attempts are counted.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/privilege.h"
+#include "e2e_fixture.h"
+#include "unique_fd.h"
+
+namespace sluice::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kServer = "10.77.0.1";
+constexpr const char* kClient = "10.77.0.2";
+constexpr uint16_t kPort = 2222;
+constexpr int kBurst = 5;
+constexpr int kAttempts = 20;
+
+// A second namespace holding sl1, so the client's packets cross the veth
+// pair into sl0 instead of staying on loopback. sl1 goes back to the world
+// before the namespace is deleted, so the pair outlives it.
+class ClientNamespace {
+  public:
+    ClientNamespace(std::string world, std::string name) : world_(std::move(world)), name_(std::move(name)) {
+        created_ = shell("ip netns add " + name_) == 0;
+        moved_ = created_ && shell("ip -n " + world_ + " link set sl1 netns " + name_) == 0;
+        ok_ = moved_ && shell("ip -n " + world_ + " addr add " + kServer + "/24 dev sl0") == 0 &&
+              shell("ip -n " + name_ + " addr add " + kClient + "/24 dev sl1") == 0 &&
+              shell("ip -n " + name_ + " link set sl1 up") == 0 && shell("ip -n " + name_ + " link set lo up") == 0;
+    }
+    ~ClientNamespace() {
+        if (moved_) shell("ip -n " + name_ + " link set sl1 netns " + world_);
+        if (created_) shell("ip netns del " + name_);
+    }
+    ClientNamespace(const ClientNamespace&) = delete;
+    ClientNamespace& operator=(const ClientNamespace&) = delete;
+    bool ok() const { return ok_; }
+    const std::string& name() const { return name_; }
+
+  private:
+    std::string world_, name_;
+    bool created_ = false, moved_ = false, ok_ = false;
+};
+
+sockaddr_in server_address() {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(kPort);
+    inet_pton(AF_INET, kServer, &address.sin_addr);
+    return address;
+}
+
+// Starts `count` non-blocking connects; returns the sockets.
+std::vector<UniqueFd> start_connects(int count) {
+    std::vector<UniqueFd> sockets;
+    const sockaddr_in address = server_address();
+    for (int i = 0; i < count; i++) {
+        UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+        EXPECT_GE(fd.get(), 0) << std::strerror(errno);
+        const int rc = connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+        EXPECT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
+        sockets.push_back(std::move(fd));
+    }
+    return sockets;
+}
+
+// Which of `sockets` are connected after `wait` (less than the 1 s after
+// which TCP sends its first retransmitted SYN).
+std::vector<bool> connected_after(const std::vector<UniqueFd>& sockets, std::chrono::milliseconds wait) {
+    std::this_thread::sleep_for(wait);
+    std::vector<bool> connected;
+    for (const UniqueFd& fd : sockets) {
+        pollfd p{fd.get(), POLLOUT, 0};
+        int error = -1;
+        socklen_t length = sizeof(error);
+        connected.push_back(poll(&p, 1, 0) == 1 && getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) == 0 &&
+                            error == 0);
+    }
+    return connected;
+}
+
+class TcpSyn : public SluiceE2E {};
+
+TEST_F(TcpSyn, EachSourceOpensItsBurstOfRealConnectionsAndTheyCarryDataUntouched) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(start_world());
+    ASSERT_TRUE(push_policy("policy.toml", "[[class]]\nname = \"default\"\nper_source = { rate = 1, burst = " +
+                                               std::to_string(kBurst) + ", unit = \"tcp_syn\" }\n"));
+    ClientNamespace client(netns_name(), netns_name() + "-client");
+    ASSERT_TRUE(client.ok()) << "could not set up the client namespace " << client.name();
+
+    UniqueFd listener;
+    {
+        EnterNamespace world(netns_name());
+        ASSERT_TRUE(world.ok());
+        listener = UniqueFd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        const int one = 1;
+        setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        const sockaddr_in address = server_address();
+        ASSERT_EQ(bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0)
+            << std::strerror(errno);
+        ASSERT_EQ(listen(listener.get(), 64), 0);
+    }
+
+    std::vector<UniqueFd> sockets;
+    std::vector<bool> connected;
+    {
+        EnterNamespace in_client(client.name());
+        ASSERT_TRUE(in_client.ok());
+        sockets = start_connects(kAttempts);
+        connected = connected_after(sockets, 500ms);
+    }
+    int opened = 0;
+    for (bool c : connected) opened += c;
+    figure_line("connections", std::to_string(opened) + " of " + std::to_string(kAttempts) +
+                                   " simultaneous attempts opened, burst " + std::to_string(kBurst));
+    EXPECT_EQ(opened, kBurst) << "exactly the burst of connection attempts is admitted";
+
+    // The open connections carry 64 KiB each: their segments are not SYNs.
+    std::vector<char> block(64 * 1024, 'x');
+    for (size_t i = 0; i < sockets.size(); i++) {
+        if (!connected[i]) continue;
+        const int flags = fcntl(sockets[i].get(), F_GETFL);
+        fcntl(sockets[i].get(), F_SETFL, flags & ~O_NONBLOCK);
+        ASSERT_EQ(send(sockets[i].get(), block.data(), block.size(), 0), static_cast<ssize_t>(block.size()));
+        shutdown(sockets[i].get(), SHUT_WR);
+    }
+    size_t received = 0;
+    for (int accepted = 0; accepted < opened; accepted++) {
+        pollfd p{listener.get(), POLLIN, 0};
+        ASSERT_EQ(poll(&p, 1, 5000), 1) << "connection " << accepted << " never reached the listener";
+        UniqueFd conn(accept(listener.get(), nullptr, nullptr));
+        ASSERT_GE(conn.get(), 0);
+        char buffer[16384];
+        for (ssize_t n; (n = recv(conn.get(), buffer, sizeof(buffer), 0)) > 0;) received += static_cast<size_t>(n);
+    }
+    EXPECT_EQ(received, static_cast<size_t>(opened) * block.size()) << "established traffic lost data";
+
+    // The refused attempts stop before TCP retries them; a second later the
+    // source has one attempt again.
+    for (size_t i = 0; i < sockets.size(); i++)
+        if (!connected[i]) sockets[i] = UniqueFd();
+    std::this_thread::sleep_for(1100ms);
+    {
+        EnterNamespace in_client(client.name());
+        ASSERT_TRUE(in_client.ok());
+        const auto later = start_connects(1);
+        EXPECT_TRUE(connected_after(later, 500ms).front()) << "the bucket did not refill at 1 attempt per second";
+    }
+
+    const auto stats = this->stats();
+    ASSERT_TRUE(stats);
+    EXPECT_GE(class_counter(*stats, "default", "drop_packets"), static_cast<uint64_t>(kAttempts - kBurst));
+    EXPECT_EQ(stat_counter(*stats, "source_inserts"), 1u) << "one client, one entry";
+}
+
+}  // namespace
+}  // namespace sluice::test
