@@ -35,8 +35,8 @@
  * difference in the upper half of the range is a window ahead of now (the
  * clock went backwards), whose counts stay in force, so a clock that goes
  * backwards mints nothing. Everything else is older, and counts nothing. A
- * word untouched for 2^(index_bits - 1) windows could look current again;
- * the control plane's survey empties idle entries long before that.
+ * word untouched for 2^(index_bits - 1) windows could look current again,
+ * so whoever keeps such words must empty idle ones before then.
  *
  * Costs: one 64-bit division per decision (now / window_ns), unlike GCRA.
  */
