@@ -174,9 +174,8 @@ Status Daemon::adopt_interfaces() {
     for (std::unique_ptr<HostedInterface>& hosted : adopted.value()) {
         const std::string name = hosted->name();
         auto interface = std::make_unique<Interface>();
-        interface->dataplane = &hosted->dataplane();
         interface->hosted = std::move(hosted);
-        if (auto status = policy_->add_target(name, interface->dataplane); !status) return status;
+        if (auto status = policy_->add_target(name, &interface->dataplane()); !status) return status;
         interfaces_[name] = std::move(interface);
     }
     return ok_status();
@@ -200,12 +199,10 @@ Status Daemon::attach_configured_interfaces() {
 }
 
 Status Daemon::attach_interface(const std::string& name, XdpMode mode) {
-    if (auto status = host_->can_attach(); !status) return status;
     if (interfaces_.count(name)) return Error{"interface " + name + " is already attached"};
     auto hosted = host_->open(name, mode);
     if (!hosted) return hosted.error();
     auto interface = std::make_unique<Interface>();
-    interface->dataplane = &hosted.value()->dataplane();
     interface->hosted = std::move(hosted.value());
 
     // Policy first, link second: the interface never runs without the current
@@ -214,7 +211,7 @@ Status Daemon::attach_interface(const std::string& name, XdpMode mode) {
         (void)policy_->remove_target(name);
         return error;
     };
-    if (auto status = policy_->add_target(name, interface->dataplane); !status) return undo(status.error());
+    if (auto status = policy_->add_target(name, &interface->dataplane()); !status) return undo(status.error());
     if (auto status = policy_->reconcile(); !status) return undo(status.error());
     if (auto status = interface->hosted->go_live(); !status) return undo(status.error());
     interfaces_[name] = std::move(interface);
@@ -222,7 +219,6 @@ Status Daemon::attach_interface(const std::string& name, XdpMode mode) {
 }
 
 Status Daemon::detach_interface(const std::string& name) {
-    if (auto status = host_->can_attach(); !status) return status;
     const auto found = interfaces_.find(name);
     if (found == interfaces_.end()) return Error{"interface " + name + " is not attached", "interface"};
     if (auto status = found->second->hosted->go_offline(); !status) return status;
@@ -260,8 +256,8 @@ void Daemon::sample_counters() {
     for (auto& [name, interface] : interfaces_) {
         CounterSample sample;
         sample.at = Clock::now();
-        auto counters = interface->dataplane->counters();
-        auto stats = interface->dataplane->stats();
+        auto counters = interface->dataplane().counters();
+        auto stats = interface->dataplane().stats();
         if (!counters || !stats) {
             log(LogLevel::warn, "cannot read counters",
                 {{"interface", name}, {"error", (!counters ? counters.error() : stats.error()).message}});
@@ -269,7 +265,7 @@ void Daemon::sample_counters() {
         }
         sample.counters = std::move(counters.value());
         sample.stats = stats.value();
-        sample.cost = interface->dataplane->decision_cost();
+        sample.cost = interface->dataplane().decision_cost();
         interface->previous = std::move(interface->latest);
         interface->latest = std::move(sample);
     }
@@ -277,7 +273,7 @@ void Daemon::sample_counters() {
 
 void Daemon::count_sources() {
     for (auto& [name, interface] : interfaces_) {
-        auto usage = interface->dataplane->source_table();
+        auto usage = interface->dataplane().source_table();
         if (!usage) {
             log(LogLevel::warn, "cannot count sources", {{"interface", name}, {"error", usage.error().message}});
             continue;
@@ -292,7 +288,7 @@ void Daemon::drain_drop_events() {
     const double now = monotonic_s();
     for (auto& [name, interface] : interfaces_) {
         HotSources& hot = interface->hot_sources;
-        auto drained = interface->dataplane->drain_events(
+        auto drained = interface->dataplane().drain_events(
             [&](const sluice_drop_event& event) { hot.add(event.source, static_cast<double>(event.weight), now); });
         if (!drained)
             log(LogLevel::warn, "cannot read drop events", {{"interface", name}, {"error", drained.error().message}});
@@ -319,13 +315,13 @@ void Daemon::publish_metrics() {
         if (!interface->latest) continue;
         InterfaceSnapshot entry;
         entry.name = name;
-        entry.kind = interface->dataplane->kind();
+        entry.kind = interface->dataplane().kind();
         const CounterSample& sample = *interface->latest;
         entry.counters = sample.counters;
         entry.stats = sample.stats;
         entry.decision_cost = sample.cost;
         entry.syscall_errors = interface->hosted->syscall_errors();
-        if (auto version = interface->dataplane->active_version()) entry.active_version = version.value();
+        if (auto version = interface->dataplane().active_version()) entry.active_version = version.value();
         entry.sources = interface->sources;
         entry.hot_sources = interface->hot_sources.top(kHotSourcesExported, now);
         snapshot.interfaces.push_back(std::move(entry));

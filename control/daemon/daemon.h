@@ -85,7 +85,7 @@ class Daemon {
 
     struct Interface {
         std::unique_ptr<HostedInterface> hosted;
-        EnforcementPoint* dataplane = nullptr;  // hosted->dataplane()
+        EnforcementPoint& dataplane() const { return hosted->dataplane(); }
         // The two latest periodic samples: rates are their difference.
         std::optional<CounterSample> previous, latest;
         HotSources hot_sources;
@@ -106,6 +106,7 @@ class Daemon {
 
     Status adopt_interfaces();
     Status attach_configured_interfaces();
+    // Only over a host that can attach: the verbs and run() check can_attach().
     Status attach_interface(const std::string& name, XdpMode mode);
     Status detach_interface(const std::string& name);
     void reload_policy_file();

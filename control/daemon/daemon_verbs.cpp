@@ -84,12 +84,12 @@ Result<json> Daemon::status_json() {
     json interfaces = json::array();
     std::vector<std::string> hosted_names;
     for (const auto& [name, interface] : interfaces_) {
-        auto version = interface->dataplane->active_version();
-        auto sources = interface->dataplane->source_table();  // counted afresh: status is asked for by hand
+        auto version = interface->dataplane().active_version();
+        auto sources = interface->dataplane().source_table();  // counted afresh: status is asked for by hand
         if (!version) return as_internal(version.error());
         if (!sources) return as_internal(sources.error());
         json entry{{"name", name},
-                   {"kind", interface->dataplane->kind()},
+                   {"kind", interface->dataplane().kind()},
                    {"active_version", version.value()},
                    {"sources", sources_json(sources.value())}};
         if (const auto placement = interface->hosted->xdp()) {
@@ -121,9 +121,9 @@ Result<json> Daemon::stats_json() {
     double interval_s = 0;
     for (const auto& [name, interface] : interfaces_) {
         // Totals are read now; rates come from the two latest periodic samples.
-        auto counters = interface->dataplane->counters();
-        auto stats = interface->dataplane->stats();
-        auto version = interface->dataplane->active_version();
+        auto counters = interface->dataplane().counters();
+        auto stats = interface->dataplane().stats();
+        auto version = interface->dataplane().active_version();
         if (!counters) return as_internal(counters.error());
         if (!stats) return as_internal(stats.error());
         if (!version) return as_internal(version.error());
@@ -187,9 +187,9 @@ Result<json> Daemon::stats_json() {
             decisions_per_second = static_cast<double>(runs) / dt;
             if (runs > 0) decision_ns = static_cast<double>(spent) / static_cast<double>(runs);
         }
-        const bool cost_enabled = interface->dataplane->decision_cost_enabled();
+        const bool cost_enabled = interface->dataplane().decision_cost_enabled();
         interfaces.push_back({{"name", name},
-                              {"kind", interface->dataplane->kind()},
+                              {"kind", interface->dataplane().kind()},
                               {"active_version", version.value()},
                               {"decision_cost_enabled", cost_enabled},
                               {"bpf_stats_enabled", cost_enabled},  // its name before DPDK; kept for clients
@@ -273,7 +273,7 @@ Status Daemon::register_handlers() {
         if (!mode) return mode.error();
         if (auto status = attach_interface(name.value(), mode.value()); !status) return status.error();
         const Interface& interface = *interfaces_.at(name.value());
-        auto version = interface.dataplane->active_version();
+        auto version = interface.dataplane().active_version();
         const auto placement = interface.hosted->xdp();
         return json{{"interface", name.value()},
                     {"ifindex", placement ? placement->ifindex : 0},

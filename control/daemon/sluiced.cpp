@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     sluice::install_signal_handlers(g_signals);
 
     sluice::set_log_level(config.value().log_level);
-    auto host = sluice::XdpHost::open({config.value().bpffs_dir, config.value().source_capacity});
+    auto host = sluice::XdpHost::create({config.value().bpffs_dir, config.value().source_capacity});
     if (!host) {
         sluice::log(sluice::LogLevel::error, "cannot start", {{"error", host.error().message}});
         return 1;

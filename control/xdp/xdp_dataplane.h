@@ -64,10 +64,8 @@ class XdpDataplane : public EnforcementPoint {
     // The active slot's policy version (0 before the first apply).
     Result<uint64_t> active_version() override;
 
-    // class x verdict x reason, summed over CPUs; index with sluice_counter_index.
     Result<std::vector<sluice_counter>> counters() override;
     Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats() override;
-    // Calls on_event for every queued sampled drop; never blocks.
     Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event) override;
     // A scan of the source table (mapped into this process: no syscalls).
     Result<SourceTableUsage> source_table() override;

@@ -125,7 +125,7 @@ Status prepare_bpffs_dir(const std::string& dir) {
     return ok_status();
 }
 
-Result<std::unique_ptr<XdpHost>> XdpHost::open(XdpHostOptions options) {
+Result<std::unique_ptr<XdpHost>> XdpHost::create(XdpHostOptions options) {
     if (auto status = prepare_bpffs_dir(options.bpffs_dir); !status) return status.error();
     auto cpus = possible_cpus();
     if (!cpus) return cpus.error();

@@ -29,7 +29,7 @@ class XdpHost : public InterfaceHost {
     // Prepares bpffs_dir (mounting bpffs on /sys/fs/bpf if needed), counts
     // the CPUs and turns the kernel's BPF run-time statistics on for as long
     // as the host lives (a warning, not an error, when the kernel refuses).
-    static Result<std::unique_ptr<XdpHost>> open(XdpHostOptions options);
+    static Result<std::unique_ptr<XdpHost>> create(XdpHostOptions options);
 
     uint32_t cpus() const override { return cpus_; }
     // Every <bpffs_dir>/<ifname>/ whose pinned link still runs on ifname;
