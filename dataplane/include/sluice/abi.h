@@ -28,7 +28,7 @@
 
 /* Bumped on any change to a struct below: a daemon refuses pinned maps whose
  * ABI version differs instead of reinterpreting them. */
-#define SLUICE_ABI_VERSION 3
+#define SLUICE_ABI_VERSION 4
 
 /* ---- units and limits ------------------------------------------------------
  * Tokens are kept in nano-units: one packet (or one byte) is 10^9 nano-units,
@@ -140,23 +140,41 @@ enum sluice_algorithm {
 	SLUICE_ALGORITHM_COUNT,
 };
 
-/* A window algorithm's limit, precomputed by the control plane. The fixed
- * and sliding window keep their state in one word: the window number modulo
- * 2^index_bits above one count (fixed) or two (sliding: previous, current)
- * of count_bits each, so the same code serves a 45-bit source-table entry
- * and a 64-bit class word. The control plane keeps limit < 2^count_bits,
- * limit < 2^47 and window_ns <= SLUICE_WINDOW_MAX_NS. */
+/* A window algorithm's limit, precomputed by the control plane. Its state
+ * is either one word (struct sluice_window_count packed: the window number
+ * modulo 2^index_bits above one count (fixed) or two (sliding: previous,
+ * current) of count_bits each), swapped in with one compare-and-swap, or
+ * that struct in full under a lock (index_bits 64: no wrap; the class
+ * aggregate keeps it so). The control plane keeps limit < 2^count_bits,
+ * limit < 2^47 and window_ns within SLUICE_WINDOW_MIN_NS..SLUICE_WINDOW_MAX_NS.
+ * generation: the state belongs to the limit with the same one; any other
+ * state is stale (another algorithm's, or another window's) and is read as
+ * empty: the control plane changes it whenever the algorithm or the window
+ * changes, so a new version starts such a class from fresh state. */
 struct sluice_window_limit {
 	__u64 window_ns;
 	__u64 limit;      /* units admitted per window */
-	__u8 algorithm;   /* enum sluice_algorithm, a window one */
-	__u8 index_bits;  /* 2..32 */
-	__u8 count_bits;  /* 1..32 */
-	__u8 _pad[5];
+	__u8 algorithm;   /* enum sluice_algorithm; GCRA: the level is a token bucket */
+	__u8 index_bits;  /* 2..32 packed, 64 in full */
+	__u8 count_bits;  /* 1..32 packed, 64 in full */
+	__u8 _pad;
+	__u32 generation;
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_window_limit) == 24, "sluice_window_limit layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_window_limit, generation) == 20,
+                     "sluice_window_limit.generation offset");
 
+#define SLUICE_WINDOW_MIN_NS 1000000ULL             /* 1 ms */
 #define SLUICE_WINDOW_MAX_NS (86400ULL * SLUICE_NANO) /* one day */
+
+/* A fixed or sliding window's counts: the window they are for, the units
+ * admitted in it (cur) and in the one before (prev; sliding only). */
+struct sluice_window_count {
+	__u64 index;
+	__u64 prev;
+	__u64 cur;
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_window_count) == 24, "sluice_window_count layout");
 
 /* sliding_log keeps the times of the last `limit` admissions; one log holds
  * at most this many, so a larger limit needs another algorithm. */
@@ -167,6 +185,17 @@ struct sluice_log {
 	__u32 used;                  /* slots written, up to limit */
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_log) == 8 * SLUICE_LOG_MAX + 8, "sluice_log layout");
+
+/* A window level's state in full, under its shared bucket's lock. */
+struct sluice_window_state {
+	struct sluice_window_count count; /* fixed_window, sliding_window */
+	struct sluice_log log;            /* sliding_log */
+	__u32 generation;                 /* of the limit that wrote it */
+	__u32 _pad;
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_window_state) == 296, "sluice_window_state layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_window_state, generation) == 288,
+                     "sluice_window_state.generation offset");
 
 /* ---- bucket state ----------------------------------------------------------
  * The precomputed form of one human limit. Only the control plane builds it
@@ -250,8 +279,12 @@ struct sluice_shared_bucket {
 	__u64 last_ns;     /* last refill */
 	__u64 retry_at_ns; /* written under the lock, read without it: a hint that
 	                    * the bucket is empty until then */
+	struct sluice_window_state window; /* the class aggregate's, when it is a window
+	                                    * algorithm (unused by the other levels) */
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_shared_bucket) == 32, "sluice_shared_bucket layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_shared_bucket) == 328, "sluice_shared_bucket layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_shared_bucket, window) == 32,
+                     "sluice_shared_bucket.window offset");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_shared_bucket, tokens_nano) == 8,
                      "sluice_shared_bucket.tokens_nano offset");
 
@@ -392,14 +425,20 @@ struct sluice_class_entry {
 	__u8 prefix_v4;     /* source aggregation: 1..32, default 32 */
 	__u8 prefix_v6;     /* source aggregation: 1..128, default 64 */
 	struct sluice_shape shape; /* sluice-dpdk only: needs action LIMIT and an aggregate */
+	/* How the aggregate counts. GCRA: the token bucket `aggregate` describes.
+	 * A window algorithm: `limit` units per window, state under the shared
+	 * bucket's lock; `aggregate` then only says enabled and unit. */
+	struct sluice_window_limit aggregate_window;
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 232, "sluice_class_entry layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 256, "sluice_class_entry layout");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, new_sources) == 48,
                      "sluice_class_entry.new_sources offset");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, class_id) == 208,
                      "sluice_class_entry.class_id offset");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, shape) == 216,
                      "sluice_class_entry.shape offset");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, aggregate_window) == 232,
+                     "sluice_class_entry.aggregate_window offset");
 
 struct sluice_policy_header {
 	__u64 version;                /* the daemon's policy version, only grows */
