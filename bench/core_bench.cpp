@@ -49,8 +49,8 @@ struct Levels {
           source(sluice::compile_source_limit({500'000'000, 1000, sluice::Unit::packets}, 1518, "bench").value()),
           aggregate(level(100'000'000'000, 1'000'000, a)),
           global(level(100'000'000'000, 1'000'000, a)) {
-        refs.aggregate = {&aggregate, &cpu[0], &shared[0]};
-        refs.global = {&global, &cpu[1], &shared[1]};
+        refs.aggregate = {&aggregate, &cpu[0], &shared[0], nullptr};
+        refs.global = {&global, &cpu[1], &shared[1], nullptr};
         use_source(0);
     }
     // Source n: its own tag, in the two sets a hash would pick.
@@ -174,7 +174,7 @@ void BM_AggregateAcrossThreads(benchmark::State& state) {
             l.source.second_index = 1;
             l.source.tag = 1ULL << SLUICE_ENTRY_TAG_SHIFT;
         } else {
-            l.aggregate = {&a.lease, &a.per_thread[state.thread_index()].lease, &a.shared};
+            l.aggregate = {&a.lease, &a.per_thread[state.thread_index()].lease, &a.shared, nullptr};
         }
         passed += sluice_decide(&l, 64, 0, monotonic_ns()).verdict == SLUICE_VERDICT_PASS;
     }

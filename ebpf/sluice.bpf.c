@@ -37,11 +37,11 @@
 struct sluice_source_call {
 	__u32 home, second;
 	__u64 tag, now, cost;
-	__u64 tolerance_ns, previous_tolerance_ns, previous_scale;
+	struct sluice_source_limit limit; /* the class's, copied: the calls' frames stay small */
 	struct sluice_source_look look;
-	__u8 generation, on_table_full;
+	__u8 on_table_full;
 	__u8 verdict, reason, level, table; /* a refusal's struct sluice_decision */
-	__u8 _pad[2];
+	__u8 _pad[3];
 };
 __noinline int sluice_source_find_call(struct sluice_source_call *call);
 __noinline int sluice_source_charge_call(struct sluice_source_call *call);
@@ -57,10 +57,7 @@ static __always_inline void call_make(struct sluice_source_call *call, const str
 	call->tag = src->tag;
 	call->now = now;
 	call->cost = cost;
-	call->tolerance_ns = src->limit->current.tolerance_ns;
-	call->previous_tolerance_ns = src->limit->previous_tolerance_ns;
-	call->previous_scale = src->limit->previous_scale;
-	call->generation = src->limit->generation;
+	call->limit = *src->limit;
 	call->look = *look;
 	call->on_table_full = src->on_table_full;
 }
@@ -101,6 +98,51 @@ struct {
 #define CALL_OF(look) ((struct sluice_source_call *)((char *)(look) - __builtin_offsetof(struct sluice_source_call, look)))
 #define SLUICE_SOURCE_FIND(src, now, look) ((void)(now), (void)sluice_source_find_call(CALL_OF(look)))
 #define SLUICE_SOURCE_CHARGE(src, look, cost, now) ((void)(now), sluice_source_charge_call(CALL_OF(look)) > 0)
+
+/* A window aggregate is decided in a global function too, over a copy of
+ * its limit in per-CPU scratch; it finds the class's state by class id,
+ * which the limit's class entry holds (the limit is that entry's). */
+struct sluice_window_call {
+	struct sluice_window_limit limit;
+	__u64 now, cost;
+	__u32 class_id;
+	__u32 mode; /* WINDOW_ASK, WINDOW_COMMIT or WINDOW_REFUND */
+};
+#define WINDOW_ASK 0
+#define WINDOW_COMMIT 1
+#define WINDOW_REFUND 2
+__noinline int sluice_window_level_call(struct sluice_window_call *call);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sluice_window_call);
+} sluice_window_scratch SEC(".maps");
+
+#define WINDOW_CLASS_ID(window)                                                                    \
+	(((const struct sluice_class_entry *)((const char *)(window) -                              \
+					      __builtin_offsetof(struct sluice_class_entry, aggregate_window))) \
+		 ->class_id)
+/* No scratch (never) reads as a refusal. */
+#define WINDOW_CALL(ref, cost_, now_, mode_)                                                         \
+	({                                                                                          \
+		__u32 zero_ = 0;                                                                    \
+		struct sluice_window_call *call_ = bpf_map_lookup_elem(&sluice_window_scratch, &zero_); \
+		int ok_ = 0;                                                                        \
+		if (call_) {                                                                        \
+			call_->limit = *(ref)->window;                                              \
+			call_->now = (now_);                                                        \
+			call_->cost = (cost_);                                                      \
+			call_->class_id = WINDOW_CLASS_ID((ref)->window);                           \
+			call_->mode = (mode_);                                                      \
+			ok_ = sluice_window_level_call(call_);                                      \
+		}                                                                                   \
+		ok_;                                                                                \
+	})
+#define SLUICE_WINDOW_LEVEL_DECIDE(ref, cost, now, commit) \
+	WINDOW_CALL((ref), (cost), (now), (commit) ? WINDOW_COMMIT : WINDOW_ASK)
+#define SLUICE_WINDOW_LEVEL_REFUND(ref, cost, now) ((void)WINDOW_CALL((ref), (cost), (now), WINDOW_REFUND))
 #define SLUICE_SHARED_LOCK(shared) bpf_spin_lock(&(shared)->lock)
 #define SLUICE_SHARED_UNLOCK(shared) bpf_spin_unlock(&(shared)->lock)
 #include "sluice/decide.h"
@@ -362,14 +404,9 @@ static __always_inline int source_ref(struct sluice_source_ref *ref, const struc
 
 /* The source level of a call, its sets found again: a global function knows
  * nothing of its caller's pointers. */
-static __always_inline int call_ref(struct sluice_source_ref *ref, struct sluice_source_limit *limit,
-				    const struct sluice_source_call *call)
+static __always_inline int call_ref(struct sluice_source_ref *ref, const struct sluice_source_call *call)
 {
-	limit->current.tolerance_ns = call->tolerance_ns;
-	limit->previous_tolerance_ns = call->previous_tolerance_ns;
-	limit->previous_scale = call->previous_scale;
-	limit->generation = call->generation;
-	ref->limit = limit;
+	ref->limit = &call->limit;
 	ref->home = bpf_map_lookup_elem(&sluice_sources, &call->home);
 	ref->second = bpf_map_lookup_elem(&sluice_sources, &call->second);
 	ref->home_index = call->home;
@@ -381,12 +418,11 @@ static __always_inline int call_ref(struct sluice_source_ref *ref, struct sluice
 
 __noinline int sluice_source_find_call(struct sluice_source_call *call)
 {
-	struct sluice_source_limit limit = {};
 	struct sluice_source_ref ref;
 
 	if (!call)
 		return -1;
-	if (!call_ref(&ref, &limit, call)) {
+	if (!call_ref(&ref, call)) {
 		call->look.index = SLUICE_SOURCE_CANDIDATES; /* no sets: as if every entry were busy */
 		return -1;
 	}
@@ -396,10 +432,9 @@ __noinline int sluice_source_find_call(struct sluice_source_call *call)
 
 __noinline int sluice_source_charge_call(struct sluice_source_call *call)
 {
-	struct sluice_source_limit limit = {};
 	struct sluice_source_ref ref;
 
-	if (!call || !call_ref(&ref, &limit, call))
+	if (!call || !call_ref(&ref, call))
 		return 0;
 	return sluice_source_charge(&ref, &call->look, call->cost, call->now);
 }
@@ -414,12 +449,11 @@ static __always_inline void call_decision(struct sluice_source_call *call, struc
 
 __noinline int sluice_source_settle_call(struct sluice_source_call *call)
 {
-	struct sluice_source_limit limit = {};
 	struct sluice_decision d = {};
 	struct sluice_source_ref ref;
 	int verdict;
 
-	if (!call || !call_ref(&ref, &limit, call))
+	if (!call || !call_ref(&ref, call))
 		return -1;
 	verdict = sluice_source_settle(&ref, call->cost, call->now, &call->look, &d);
 	call_decision(call, d);
@@ -428,16 +462,37 @@ __noinline int sluice_source_settle_call(struct sluice_source_call *call)
 
 __noinline int sluice_source_commit_call(struct sluice_source_call *call)
 {
-	struct sluice_source_limit limit = {};
 	struct sluice_decision d = {};
 	struct sluice_source_ref ref;
 	int verdict;
 
-	if (!call || !call_ref(&ref, &limit, call))
+	if (!call || !call_ref(&ref, call))
 		return -1;
 	verdict = sluice_source_commit(&ref, call->cost, call->now, &call->look, &d);
 	call_decision(call, d);
 	return verdict;
+}
+
+__noinline int sluice_window_level_call(struct sluice_window_call *call)
+{
+	struct sluice_shared_bucket *shared;
+	__u32 index;
+	int ok = 0;
+
+	if (!call)
+		return 0;
+	index = sluice_class_slot(call->class_id);
+	shared = bpf_map_lookup_elem(&sluice_cls_shr, &index);
+	if (!shared)
+		return 0;
+	bpf_spin_lock(&shared->lock);
+	if (call->mode == WINDOW_REFUND)
+		sluice_window_state_refund(&call->limit, &shared->window, call->now, call->cost);
+	else
+		ok = sluice_window_state_decide(&call->limit, &shared->window, call->now, call->cost,
+						call->mode == WINDOW_COMMIT, 0);
+	bpf_spin_unlock(&shared->lock);
+	return ok;
 }
 
 /* Fill one level's refs; the limit says whether the level is active. Both
@@ -448,6 +503,7 @@ static __always_inline int level_ref(struct sluice_level_ref *ref, const struct 
 				     void *cpu_map, void *shared_map, __u32 index)
 {
 	ref->limit = limit;
+	ref->window = NULL;
 	ref->cpu = bpf_map_lookup_elem(cpu_map, &index);
 	ref->shared = bpf_map_lookup_elem(shared_map, &index);
 	return ref->cpu && ref->shared;
@@ -505,6 +561,7 @@ int sluice_xdp(struct xdp_md *ctx)
 		stat_add(SLUICE_STAT_STATE_LOOKUP_FAILED, 1);
 		return XDP_PASS;
 	}
+	levels.aggregate.window = &cls->aggregate_window;
 
 	d = sluice_decide_counted(NULL, &levels, pkt.frame_len, pkt.tcp_syn, now);
 	return account(class_id, d, pkt.frame_len, &key);

@@ -86,7 +86,7 @@ class WorkerPath {
             sluice_source_ref_make(&levels->source, &cls, &key, &shared->hash_key, shared->set_count - 1);
         else
             levels->source = sluice_source_ref{};
-        levels->new_sources = {&cls.new_sources, &state->new_source_buckets[id], &shared->new_sources[id]};
+        levels->new_sources = {&cls.new_sources, &state->new_source_buckets[id], &shared->new_sources[id], nullptr};
         set_upper_levels(levels, slot, cls, state, shared);
     }
 
@@ -101,8 +101,8 @@ class WorkerPath {
     static void set_upper_levels(sluice_levels* levels, const Slot& slot, const sluice_class_entry& cls,
                                  WorkerState* state, Shared* shared) {
         const uint32_t id = sluice_class_slot(cls.class_id);
-        levels->aggregate = {&cls.aggregate, &state->class_buckets[id], &shared->classes[id]};
-        levels->global = {&slot.header.global, &state->global_bucket, shared->global};
+        levels->aggregate = {&cls.aggregate, &state->class_buckets[id], &shared->classes[id], &cls.aggregate_window};
+        levels->global = {&slot.header.global, &state->global_bucket, shared->global, nullptr};
     }
 
     static sluice_decision decide(BurstContext& ctx, const sluice_levels& levels, uint32_t frame_len, uint8_t tcp_syn) {

@@ -44,9 +44,9 @@ struct Levels {
     sluice_decision offer(uint32_t frame_len, uint64_t now, uint32_t source_n = 0) {
         sluice_levels l{};
         l.source = source_ref(source_n);
-        l.new_sources = {&limit[kNewSources], &cpu[kNewSources], &shared[kNewSources]};
-        l.aggregate = {&limit[kAggregate], &cpu[kAggregate], &shared[kAggregate]};
-        l.global = {&limit[kGlobal], &cpu[kGlobal], &shared[kGlobal]};
+        l.new_sources = {&limit[kNewSources], &cpu[kNewSources], &shared[kNewSources], nullptr};
+        l.aggregate = {&limit[kAggregate], &cpu[kAggregate], &shared[kAggregate], nullptr};
+        l.global = {&limit[kGlobal], &cpu[kGlobal], &shared[kGlobal], nullptr};
         return sluice_decide(&l, frame_len, 0, now);
     }
     // Tokens a bucket level holds on this CPU and behind it: leases move
@@ -173,7 +173,7 @@ TEST(Decide, DisabledOrMissingLevelsAdmit) {
     sluice_source_limit no_source{};
     sluice_levels l{};
     l.source.limit = &no_source;
-    l.aggregate = {&off, &cpu, nullptr};
+    l.aggregate = {&off, &cpu, nullptr, nullptr};
     for (int i = 0; i < 100; i++) EXPECT_EQ(sluice_decide(&l, 1500, 0, kT0).reason, SLUICE_REASON_ADMITTED);
 }
 

@@ -19,7 +19,7 @@ struct Cluster {
 
     sluice_decision offer(uint32_t cpu, uint32_t frame_len, uint64_t now) {
         sluice_levels levels{};
-        levels.aggregate = {&level, &cpus[cpu], &shared};
+        levels.aggregate = {&level, &cpus[cpu], &shared, nullptr};
         return sluice_decide(&levels, frame_len, 0, now);
     }
     uint64_t held_nano() const {

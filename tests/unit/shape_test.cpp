@@ -57,7 +57,7 @@ TEST(ShapeDrain, CompiledForOneWorkersPartOfTheAggregate) {
 TEST(ShapeTokens, SplitIsTheBucketRefilledToNow) {
     const sluice_level_limit level = make_level(1000, 10);
     sluice_cpu_bucket cpu{};
-    const sluice_level_ref ref{&level, &cpu, nullptr};
+    const sluice_level_ref ref{&level, &cpu, nullptr, nullptr};
     EXPECT_EQ(sluice_level_tokens(&ref, kT0), 10 * SLUICE_NANO) << "a new bucket is full";
     cpu = {2 * SLUICE_NANO, kT0};
     EXPECT_EQ(sluice_level_tokens(&ref, kT0 + 3 * kMs), 5 * SLUICE_NANO);
@@ -69,7 +69,7 @@ TEST(ShapeTokens, LeaseIsTheUnexpiredLeaseAndThePoolRefilledToNow) {
     const sluice_level_limit level = make_level(1000, 100, Unit::packets, Accuracy::lease);
     sluice_cpu_bucket lease{};
     sluice_shared_bucket pool{};
-    const sluice_level_ref ref{&level, &lease, &pool};
+    const sluice_level_ref ref{&level, &lease, &pool, nullptr};
     EXPECT_EQ(sluice_level_tokens(&ref, kT0), 100 * SLUICE_NANO) << "a new pool is full";
     lease = {5 * SLUICE_NANO, kT0 + 10 * kMs};
     pool.tokens_nano = 20 * SLUICE_NANO;
@@ -155,8 +155,8 @@ class Shaper {
 
     sluice_levels upper() {
         sluice_levels l{};
-        l.aggregate = {&aggregate_, &aggregate_bucket_, nullptr};
-        if (global_.enabled) l.global = {&global_, &global_bucket_, nullptr};
+        l.aggregate = {&aggregate_, &aggregate_bucket_, nullptr, nullptr};
+        if (global_.enabled) l.global = {&global_, &global_bucket_, nullptr, nullptr};
         return l;
     }
 

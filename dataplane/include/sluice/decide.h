@@ -30,6 +30,7 @@
 #include "bucket.h"
 #include "parse.h"
 #include "source_table.h"
+#include "window.h"
 
 /* How the source level finds and charges a source (source_table.h), and how
  * sluice_decide settles and commits it (below). A backend may route these
@@ -48,15 +49,27 @@
 #define SLUICE_SOURCE_COMMIT(src, cost, now, look, d) sluice_source_commit((src), (cost), (now), (look), (d))
 #endif
 
+/* How a window level (the class aggregate, window.h) is decided and refunded
+ * under its lock; the BPF program routes these through a function of its own. */
+#ifndef SLUICE_WINDOW_LEVEL_DECIDE
+#define SLUICE_WINDOW_LEVEL_DECIDE(ref, cost, now, commit) sluice_window_level_decide((ref), (cost), (now), (commit))
+#endif
+#ifndef SLUICE_WINDOW_LEVEL_REFUND
+#define SLUICE_WINDOW_LEVEL_REFUND(ref, cost, now) sluice_window_level_refund((ref), (cost), (now))
+#endif
+
 #if !defined(SLUICE_SHARED_LOCK) || !defined(SLUICE_SHARED_UNLOCK)
 #error "define SLUICE_SHARED_LOCK(shared) and SLUICE_SHARED_UNLOCK(shared) before including sluice/decide.h"
 #endif
 
 /* One level's state for the packet being decided. */
 struct sluice_level_ref {
-	const struct sluice_level_limit *limit; /* NULL or !enabled: no limit at this level */
-	struct sluice_cpu_bucket *cpu;          /* this CPU's bucket (split) or lease (lease) */
-	struct sluice_shared_bucket *shared;    /* lease mode: the bucket behind the leases */
+	const struct sluice_level_limit *limit;   /* NULL or !enabled: no limit at this level */
+	struct sluice_cpu_bucket *cpu;            /* this CPU's bucket (split) or lease (lease) */
+	struct sluice_shared_bucket *shared;      /* lease mode: the bucket behind the leases;
+	                                           * a window level: its state */
+	const struct sluice_window_limit *window; /* the class aggregate's algorithm; NULL or
+	                                           * GCRA: the level is the token bucket `limit` */
 };
 
 /* Every level of one packet. */
@@ -108,15 +121,61 @@ SLUICE_INLINE __u8 sluice_level_reason(__u32 level)
 	}
 }
 
+/* Does the level count in windows (window.h) rather than tokens? */
+SLUICE_INLINE int sluice_level_windowed(const struct sluice_level_ref *ref)
+{
+	return ref->window && ref->window->algorithm != SLUICE_ALGORITHM_GCRA;
+}
+
 SLUICE_INLINE int sluice_level_active(const struct sluice_level_ref *ref)
 {
-	return ref->limit && ref->limit->enabled && ref->cpu &&
-	       (ref->limit->accuracy != SLUICE_ACCURACY_LEASE || ref->shared);
+	if (!ref->limit || !ref->limit->enabled)
+		return 0;
+	if (sluice_level_windowed(ref))
+		return ref->shared != 0;
+	return ref->cpu && (ref->limit->accuracy != SLUICE_ACCURACY_LEASE || ref->shared);
 }
 
 SLUICE_INLINE __u64 sluice_level_cost_nano(const struct sluice_level_limit *limit, __u32 frame_len, __u8 tcp_syn)
 {
 	return sluice_frame_units(limit->unit, frame_len, tcp_syn) * SLUICE_NANO;
+}
+
+/* What the packet costs at an active level: nano-units for a bucket, units
+ * for a window. */
+SLUICE_INLINE __u64 sluice_level_cost(const struct sluice_level_ref *ref, __u32 frame_len, __u8 tcp_syn)
+{
+	__u64 units = sluice_frame_units(ref->limit->unit, frame_len, tcp_syn);
+
+	return sluice_level_windowed(ref) ? units : units * SLUICE_NANO;
+}
+
+/* A window level, under its lock: commit 0 asks whether it would admit (a
+ * check, like a bucket's: it spends nothing), commit 1 admits for real. */
+SLUICE_INLINE int sluice_window_level_decide(const struct sluice_level_ref *ref, __u64 cost, __u64 now, int commit)
+{
+	struct sluice_shared_bucket *shared = ref->shared;
+	int ok;
+
+	if (!shared)
+		return 1;
+	SLUICE_SHARED_LOCK(shared);
+	ok = sluice_window_state_decide(ref->window, &shared->window, now, cost, commit, 0);
+	SLUICE_SHARED_UNLOCK(shared);
+	return ok;
+}
+
+/* Takes back what sluice_window_level_decide admitted, when the source
+ * refused the packet after all. */
+SLUICE_INLINE void sluice_window_level_refund(const struct sluice_level_ref *ref, __u64 cost, __u64 now)
+{
+	struct sluice_shared_bucket *shared = ref->shared;
+
+	if (!shared)
+		return;
+	SLUICE_SHARED_LOCK(shared);
+	sluice_window_state_refund(ref->window, &shared->window, now, cost);
+	SLUICE_SHARED_UNLOCK(shared);
 }
 
 /*
@@ -130,6 +189,8 @@ SLUICE_INLINE int sluice_level_check(const struct sluice_level_ref *ref, __u64 c
 	struct sluice_shared_bucket *shared = ref->shared;
 	int ok;
 
+	if (sluice_level_windowed(ref))
+		return SLUICE_WINDOW_LEVEL_DECIDE(ref, cost_nano, now, 0);
 	if (!cpu)
 		return 1;
 	if (ref->limit->accuracy != SLUICE_ACCURACY_LEASE) {
@@ -148,9 +209,10 @@ SLUICE_INLINE int sluice_level_check(const struct sluice_level_ref *ref, __u64 c
 	return ok;
 }
 
+/* A bucket level's commit; a window level commits before the source does. */
 SLUICE_INLINE void sluice_level_commit(const struct sluice_level_ref *ref, __u64 cost_nano)
 {
-	if (ref->cpu)
+	if (ref->cpu && !sluice_level_windowed(ref))
 		ref->cpu->tokens_nano -= cost_nano;
 }
 
@@ -275,7 +337,7 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 	int glb_on = sluice_level_active(&l->global);
 	__u64 src_cost = src_on ? sluice_source_cost_ns(&src->limit->current, frame_len, tcp_syn) : 0;
 	__u64 new_cost = 0;
-	__u64 cls_cost = cls_on ? sluice_level_cost_nano(l->aggregate.limit, frame_len, tcp_syn) : 0;
+	__u64 cls_cost = cls_on ? sluice_level_cost(&l->aggregate, frame_len, tcp_syn) : 0;
 	__u64 glb_cost = glb_on ? sluice_level_cost_nano(l->global.limit, frame_len, tcp_syn) : 0;
 	struct sluice_source_look look;
 	struct sluice_decision d;
@@ -315,24 +377,27 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 	if (glb_on && !sluice_level_check(&l->global, glb_cost, now))
 		return sluice_drop(SLUICE_LEVEL_GLOBAL);
 
-	/* The source first: the levels above have spent nothing yet if it
-	 * now refuses. A known source is one compare-and-swap; if another CPU
-	 * charged it first, it is looked at and checked again. */
+	/* A window aggregate admits for real now, under its lock: another CPU
+	 * may have taken the last unit since the check. */
+	if (cls_on && sluice_level_windowed(&l->aggregate) &&
+	    !SLUICE_WINDOW_LEVEL_DECIDE(&l->aggregate, cls_cost, now, 1))
+		return sluice_drop(SLUICE_LEVEL_CLASS);
+
+	/* The source next: the bucket levels have spent nothing yet if it
+	 * now refuses, and a window aggregate takes its units back. A known
+	 * source is one compare-and-swap; if another CPU charged it first, it
+	 * is looked at and checked again. */
 	if (src_on && !sluice_source_untracked(src, &look) &&
 	    !(look.found && sluice_source_charge_known(src, &look, src_cost, now))) {
-		if (look.found) {
+		verdict = 1;
+		if (look.found)
 			verdict = SLUICE_SOURCE_SETTLE(src, src_cost, now, &look, &d);
-			if (verdict < 0)
-				return sluice_contended();
-			if (verdict == 0)
-				return d;
-		}
-		if (!sluice_source_untracked(src, &look)) {
+		if (verdict == 1)
 			verdict = SLUICE_SOURCE_COMMIT(src, src_cost, now, &look, &d);
-			if (verdict < 0)
-				return sluice_contended();
-			if (verdict == 0)
-				return d;
+		if (verdict <= 0) {
+			if (cls_on && sluice_level_windowed(&l->aggregate))
+				SLUICE_WINDOW_LEVEL_REFUND(&l->aggregate, cls_cost, now);
+			return verdict < 0 ? sluice_contended() : d;
 		}
 	}
 	if (new_on)

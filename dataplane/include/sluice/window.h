@@ -89,22 +89,25 @@ SLUICE_INLINE __u64 sluice_window_in_force(const struct sluice_window_limit *l, 
 	return age < 0 ? window + ((stored_index - window) & sluice_low_mask(l->index_bits)) : window;
 }
 
-/* ---- fixed window: word = index << count_bits | count ------------------------- */
+/* ---- fixed window ----------------------------------------------------------------- */
 
-SLUICE_INLINE int sluice_fixed_window_step(const struct sluice_window_limit *l, __u64 word, __u64 now, __u64 cost,
-					   __u64 *next, struct sluice_quota *quota)
+/* Decides a unit cost on counts `in`: 1 admits and *out is the counts after
+ * it; 0 refuses and *out is untouched. */
+SLUICE_INLINE int sluice_fixed_window_step(const struct sluice_window_limit *l, const struct sluice_window_count *in,
+					   __u64 now, __u64 cost, struct sluice_window_count *out,
+					   struct sluice_quota *quota)
 {
-	__u64 count_mask = sluice_low_mask(l->count_bits);
 	__u64 window = now / l->window_ns;
-	__u64 stored = (word >> l->count_bits) & sluice_low_mask(l->index_bits);
-	int age = sluice_window_age(l, stored, window);
-	__u64 count = age <= 0 ? (word & count_mask) : 0;
-	__u64 in_force = sluice_window_in_force(l, stored, window, age);
+	int age = sluice_window_age(l, in->index, window);
+	__u64 count = age <= 0 ? in->cur : 0;
+	__u64 in_force = sluice_window_in_force(l, in->index, window, age);
 	int admit = cost <= l->limit && count <= l->limit - cost;
 
 	if (admit) {
 		count += cost;
-		*next = ((in_force & sluice_low_mask(l->index_bits)) << l->count_bits) | count;
+		out->index = in_force;
+		out->prev = 0;
+		out->cur = count;
 	}
 	if (quota) {
 		__u64 window_end = (in_force + 1) * l->window_ns;
@@ -116,7 +119,7 @@ SLUICE_INLINE int sluice_fixed_window_step(const struct sluice_window_limit *l, 
 	return admit;
 }
 
-/* ---- sliding window: word = index << 2 * count_bits | prev << count_bits | cur -- */
+/* ---- sliding window ---------------------------------------------------------------- */
 
 /* ceil((W - elapsed) * 2^16 / W): the share of the previous window still
  * inside the rolling window, rounded so the estimate never comes out low. */
@@ -137,25 +140,22 @@ SLUICE_INLINE __u64 sluice_elapsed_until_weight(__u64 window_ns, __u64 prev, __u
 	return window_ns - ((target * window_ns) >> 16);
 }
 
-SLUICE_INLINE int sluice_sliding_window_step(const struct sluice_window_limit *l, __u64 word, __u64 now, __u64 cost,
-					     __u64 *next, struct sluice_quota *quota)
+SLUICE_INLINE int sluice_sliding_window_step(const struct sluice_window_limit *l, const struct sluice_window_count *in,
+					     __u64 now, __u64 cost, struct sluice_window_count *out,
+					     struct sluice_quota *quota)
 {
-	__u32 bits = l->count_bits;
-	__u64 count_mask = sluice_low_mask(bits);
-	__u64 index_mask = sluice_low_mask(l->index_bits);
 	__u64 window = now / l->window_ns;
-	__u64 stored = (word >> (2 * bits)) & index_mask;
-	int age = sluice_window_age(l, stored, window);
-	__u64 in_force = sluice_window_in_force(l, stored, window, age);
+	int age = sluice_window_age(l, in->index, window);
+	__u64 in_force = sluice_window_in_force(l, in->index, window, age);
 	__u64 prev = 0, cur = 0, elapsed = 0, weight, estimate, limit16 = l->limit << 16;
 	__u64 start = in_force * l->window_ns;
 	int admit;
 
 	if (age <= 0) {
-		prev = (word >> bits) & count_mask;
-		cur = word & count_mask;
+		prev = in->prev;
+		cur = in->cur;
 	} else if (age == 1) {
-		prev = word & count_mask;
+		prev = in->cur;
 	}
 	/* A window ahead of now is read at its start: the previous window at
 	 * full weight, the most it can count. */
@@ -167,7 +167,9 @@ SLUICE_INLINE int sluice_sliding_window_step(const struct sluice_window_limit *l
 	if (admit) {
 		cur += cost;
 		estimate += cost << 16;
-		*next = ((in_force & index_mask) << (2 * bits)) | (prev << bits) | cur;
+		out->index = in_force;
+		out->prev = prev;
+		out->cur = cur;
 	}
 	if (quota) {
 		__u64 used = (cur + cost) << 16;
@@ -189,6 +191,40 @@ SLUICE_INLINE int sluice_sliding_window_step(const struct sluice_window_limit *l
 	return admit;
 }
 
+SLUICE_INLINE int sluice_window_step(const struct sluice_window_limit *l, const struct sluice_window_count *in,
+				     __u64 now, __u64 cost, struct sluice_window_count *out,
+				     struct sluice_quota *quota)
+{
+	if (l->algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW)
+		return sluice_sliding_window_step(l, in, now, cost, out, quota);
+	return sluice_fixed_window_step(l, in, now, cost, out, quota);
+}
+
+/* ---- counts in one word ---------------------------------------------------------------
+ * fixed:   index << count_bits | cur
+ * sliding: index << 2 * count_bits | prev << count_bits | cur */
+
+SLUICE_INLINE void sluice_window_unpack(const struct sluice_window_limit *l, __u64 word,
+					struct sluice_window_count *c)
+{
+	__u32 bits = l->count_bits;
+	__u32 counts = l->algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW ? 2 * bits : bits;
+
+	c->cur = word & sluice_low_mask(bits);
+	c->prev = counts > bits ? (word >> bits) & sluice_low_mask(bits) : 0;
+	c->index = (word >> counts) & sluice_low_mask(l->index_bits);
+}
+
+SLUICE_INLINE __u64 sluice_window_pack(const struct sluice_window_limit *l, const struct sluice_window_count *c)
+{
+	__u32 bits = l->count_bits;
+	__u64 index = c->index & sluice_low_mask(l->index_bits);
+
+	if (l->algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW)
+		return (index << (2 * bits)) | (c->prev << bits) | c->cur;
+	return (index << bits) | c->cur;
+}
+
 /* One admission decision on a shared window word: step, then swap the new
  * word in, again from what the swap found if another CPU got there first. */
 SLUICE_INLINE int sluice_window_admit(const struct sluice_window_limit *l, __u64 *word, __u64 now, __u64 cost,
@@ -198,13 +234,15 @@ SLUICE_INLINE int sluice_window_admit(const struct sluice_window_limit *l, __u64
 	int attempt;
 
 	for (attempt = 0; attempt < 16; attempt++) {
-		__u64 next = 0, found;
-		int admit = l->algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW ?
-				    sluice_sliding_window_step(l, seen, now, cost, &next, quota) :
-				    sluice_fixed_window_step(l, seen, now, cost, &next, quota);
+		struct sluice_window_count in, out;
+		__u64 next, found;
 
-		if (!admit || next == seen)
-			return admit;
+		sluice_window_unpack(l, seen, &in);
+		if (!sluice_window_step(l, &in, now, cost, &out, quota))
+			return 0;
+		next = sluice_window_pack(l, &out);
+		if (next == seen)
+			return 1;
 		found = SLUICE_CAS64(word, seen, next);
 		if (found == seen)
 			return 1;
@@ -215,15 +253,49 @@ SLUICE_INLINE int sluice_window_admit(const struct sluice_window_limit *l, __u64
 
 /* ---- sliding log: the caller holds the log's lock --------------------------------- */
 
+SLUICE_INLINE __u32 sluice_log_limit(const struct sluice_window_limit *l)
+{
+	return l->limit < SLUICE_LOG_MAX ? (__u32)l->limit : SLUICE_LOG_MAX;
+}
+
+/* The ring's slot i (< SLUICE_LOG_MAX already): masked where the BPF
+ * verifier sees it, which cannot bound a remainder; the barrier keeps the
+ * compiler, which can, from dropping the mask. */
+SLUICE_INLINE __u32 sluice_log_slot(__u32 i)
+{
+#ifdef __bpf__
+	asm volatile("" : "+r"(i));
+#endif
+	return i & (SLUICE_LOG_MAX - 1);
+}
+
+/* The ring's newest admission time (0 when empty); the caller holds the lock. */
+SLUICE_INLINE __u64 sluice_log_newest(const struct sluice_log *log, __u32 limit, __u32 head, __u32 used)
+{
+	return used && limit ? log->stamp[sluice_log_slot((head + used + limit - 1) % limit)] : 0;
+}
+
+/* Would sluice_log_step admit at `now`? Writes nothing. */
+SLUICE_INLINE int sluice_log_admits(const struct sluice_window_limit *l, const struct sluice_log *log, __u64 now)
+{
+	__u32 limit = sluice_log_limit(l);
+	__u32 head = log->head < limit ? log->head : 0;
+	__u32 used = log->used < limit ? log->used : limit;
+	__u64 newest = sluice_log_newest(log, limit, head, used);
+
+	if (now < newest)
+		now = newest;
+	return limit > 0 && (used < limit || now - log->stamp[sluice_log_slot(head)] >= l->window_ns);
+}
+
 SLUICE_INLINE int sluice_log_step(const struct sluice_window_limit *l, struct sluice_log *log, __u64 now,
 				  struct sluice_quota *quota)
 {
-	__u32 limit = l->limit < SLUICE_LOG_MAX ? (__u32)l->limit : SLUICE_LOG_MAX;
+	__u32 limit = sluice_log_limit(l);
 	__u32 head = log->head < limit ? log->head : 0;
 	__u32 used = log->used < limit ? log->used : limit;
-	__u32 newest_slot = (head + used + limit - 1) % limit;
-	__u64 newest = used ? log->stamp[newest_slot & (SLUICE_LOG_MAX - 1)] : 0;
-	__u64 oldest = log->stamp[head & (SLUICE_LOG_MAX - 1)];
+	__u64 newest = sluice_log_newest(log, limit, head, used);
+	__u64 oldest = log->stamp[sluice_log_slot(head)];
 	int admit;
 	__u32 i;
 
@@ -234,16 +306,16 @@ SLUICE_INLINE int sluice_log_step(const struct sluice_window_limit *l, struct sl
 	admit = limit > 0 && (used < limit || now - oldest >= l->window_ns);
 	if (admit) {
 		if (used < limit) {
-			log->stamp[(head + used) % limit & (SLUICE_LOG_MAX - 1)] = now;
+			log->stamp[sluice_log_slot((head + used) % limit)] = now;
 			used++;
 		} else {
-			log->stamp[head & (SLUICE_LOG_MAX - 1)] = now;
+			log->stamp[sluice_log_slot(head)] = now;
 			head = (head + 1) % limit;
 		}
 		log->head = head;
 		log->used = used;
 		newest = now;
-		oldest = log->stamp[head & (SLUICE_LOG_MAX - 1)];
+		oldest = log->stamp[sluice_log_slot(head)];
 	}
 	if (quota) {
 		__u32 inside = 0;
@@ -256,6 +328,71 @@ SLUICE_INLINE int sluice_log_step(const struct sluice_window_limit *l, struct sl
 		quota->retry_after_ns = admit ? 0 : limit == 0 ? SLUICE_NEVER : oldest + l->window_ns - now;
 	}
 	return admit;
+}
+
+/* ---- a window level's state in full, under its lock -----------------------------------
+ * The class aggregate keeps its counts this way (index_bits 64: no wrap, and
+ * counts of 64 bits), in its shared bucket, behind the bucket's lock: every
+ * CPU decides every packet of the class there, and one lock costs what one
+ * compare-and-swap of a shared word would, the cache line's trip between
+ * CPUs. State written under another generation is read as empty. */
+
+SLUICE_INLINE void sluice_window_state_claim(const struct sluice_window_limit *l, struct sluice_window_state *s)
+{
+	if (s->generation == l->generation)
+		return;
+	s->count.index = 0;
+	s->count.prev = 0;
+	s->count.cur = 0;
+	s->log.head = 0;
+	s->log.used = 0;
+	s->generation = l->generation;
+}
+
+/* Decide `cost` units at `now`: commit 0 asks and writes nothing (but the
+ * emptying of stale state); commit 1 admits for real. 1: admitted. */
+SLUICE_INLINE int sluice_window_state_decide(const struct sluice_window_limit *l, struct sluice_window_state *s,
+					     __u64 now, __u64 cost, int commit, struct sluice_quota *quota)
+{
+	struct sluice_window_count next;
+	int admit;
+
+	sluice_window_state_claim(l, s);
+	if (l->algorithm == SLUICE_ALGORITHM_SLIDING_LOG) {
+		if (commit || quota)
+			return sluice_log_step(l, &s->log, now, quota);
+		return sluice_log_admits(l, &s->log, now);
+	}
+	admit = sluice_window_step(l, &s->count, now, cost, &next, quota);
+	if (admit && commit)
+		s->count = next;
+	return admit;
+}
+
+/* Take back `cost` units admitted at `now` by sluice_window_state_decide
+ * (when a level below refused the packet after all). Exact unless the clock
+ * went backwards in between or, for the log, another admission came after
+ * this one: then nothing is taken back, and the level holds the units until
+ * they leave the window, refusing a little more than it must, never less. */
+SLUICE_INLINE void sluice_window_state_refund(const struct sluice_window_limit *l, struct sluice_window_state *s,
+					      __u64 now, __u64 cost)
+{
+	__u32 limit = sluice_log_limit(l);
+	__u64 window;
+
+	if (s->generation != l->generation)
+		return;
+	if (l->algorithm == SLUICE_ALGORITHM_SLIDING_LOG) {
+		if (s->log.head < limit && s->log.used && s->log.used <= limit &&
+		    sluice_log_newest(&s->log, limit, s->log.head, s->log.used) == now)
+			s->log.used--;
+		return;
+	}
+	window = now / l->window_ns;
+	if (s->count.index == window)
+		s->count.cur -= cost < s->count.cur ? cost : s->count.cur;
+	else if (s->count.index == window + 1 && l->algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW)
+		s->count.prev -= cost < s->count.prev ? cost : s->count.prev;
 }
 
 /* ---- GCRA's answer, from the source table's debt ---------------------------------- */
