@@ -28,6 +28,30 @@ TEST_F(XdpBuckets, TcpSynCountsConnectionAttemptsAndPassesTheRest) {
     scenarios::tcp_syn_counts_connection_attempts_and_passes_the_rest(*this);
 }
 
+TEST_F(XdpBuckets, FixedWindowAdmitsItsLimitPerAlignedWindow) {
+    scenarios::fixed_window_admits_its_limit_per_aligned_window(*this);
+}
+
+TEST_F(XdpBuckets, SlidingWindowWeighsThePreviousWindow) {
+    scenarios::sliding_window_weighs_the_previous_window(*this);
+}
+
+TEST_F(XdpBuckets, SlidingLogAdmitsItsLimitInEveryRollingWindow) {
+    scenarios::sliding_log_admits_its_limit_in_every_rolling_window(*this);
+}
+
+TEST_F(XdpBuckets, SlidingLogOfTcpSynsPassesEstablishedTraffic) {
+    scenarios::sliding_log_of_tcp_syns_passes_established_traffic(*this);
+}
+
+TEST_F(XdpBuckets, WindowAggregateComposesCheckThenCommit) {
+    scenarios::window_aggregate_composes_check_then_commit(*this);
+}
+
+TEST_F(XdpBuckets, ChangingTheAlgorithmStartsTheCountAfresh) {
+    scenarios::changing_the_algorithm_starts_the_count_afresh(*this);
+}
+
 TEST_F(XdpBuckets, ByteCostsRoundUpAndABurstStillHoldsItsFrames) {
     scenarios::byte_costs_round_up_and_a_burst_still_holds_its_frames(*this);
 }

@@ -102,12 +102,21 @@ inline sluice_source_limit compile_source(const Limit& limit) {
     return compiled.ok() ? compiled.value() : sluice_source_limit{};
 }
 
+// A window algorithm's limit for a class aggregate: `limit` units per `window_ns`.
+struct Window {
+    uint8_t algorithm = SLUICE_ALGORITHM_FIXED_WINDOW;
+    uint64_t limit = 0;
+    uint64_t window_ns = 0;
+    Unit unit = Unit::packets;
+};
+
 struct ClassSpec {
     uint32_t id = 1;
     uint8_t action = SLUICE_ACTION_LIMIT;
     std::optional<Limit> per_source = std::nullopt;
     std::optional<Limit> new_sources = std::nullopt;
     std::optional<Limit> aggregate = std::nullopt;
+    std::optional<Window> aggregate_window = std::nullopt;  // instead of `aggregate`
     uint8_t on_table_full = SLUICE_TABLE_FULL_EVICT;
     uint8_t prefix_v4 = 32;
     uint8_t prefix_v6 = 64;
@@ -146,6 +155,15 @@ class PolicyBuilder {
         if (spec.per_source) cls.per_source = compile_source(*spec.per_source);
         if (spec.new_sources) cls.new_sources = compile(*spec.new_sources, cpus_);
         if (spec.aggregate) cls.aggregate = compile(*spec.aggregate, cpus_);
+        if (spec.aggregate_window) {
+            cls.aggregate.enabled = 1;
+            cls.aggregate.unit = static_cast<uint8_t>(spec.aggregate_window->unit);
+            cls.aggregate_window.algorithm = spec.aggregate_window->algorithm;
+            cls.aggregate_window.limit = spec.aggregate_window->limit;
+            cls.aggregate_window.window_ns = spec.aggregate_window->window_ns;
+            cls.aggregate_window.index_bits = 64;  // in full, under the shared bucket's lock
+            cls.aggregate_window.count_bits = 64;
+        }
         if (policy_.classes.empty() && !default_set_) policy_.header.default_class_id = spec.id;
         policy_.classes.push_back(cls);
         return *this;

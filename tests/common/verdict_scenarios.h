@@ -552,6 +552,150 @@ void default_class_action_applies(Target& t) {
     EXPECT_EQ(t.counts().packets(7, kDrop, SLUICE_REASON_DENY), 3u);
 }
 
+// ---- the class aggregate's window algorithms on the fake clock ----------------------------
+
+// The first boundary of a window of `window_ns` after t0(): windows are
+// aligned to the clock, not to the test.
+template <class Target>
+uint64_t next_window(Target& t, uint64_t window_ns) {
+    return (t.t0() / window_ns + 1) * window_ns;
+}
+
+inline ClassSpec windowed(uint8_t algorithm, uint64_t limit, Unit unit = Unit::packets) {
+    return {.id = 1, .aggregate_window = Window{.algorithm = algorithm, .limit = limit, .window_ns = kSec, .unit = unit}};
+}
+
+// At most `limit` per aligned window, whatever the sources; and twice that
+// in one millisecond across a boundary, the algorithm's known weakness.
+template <class Target>
+void fixed_window_admits_its_limit_per_aligned_window(Target& t) {
+    t.apply(t.policy().add(windowed(SLUICE_ALGORITHM_FIXED_WINDOW, 3)).build());
+    const uint64_t boundary = next_window(t, kSec) + kSec;
+    t.set_clock(boundary - kMs);
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.30"), 2), "PP");
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.31"), 3), "PDD");
+    t.set_clock(boundary);
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.31"), 4), "PPPD");
+    t.set_clock(boundary + kSec - 1);
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.32"), 1), "D");
+    t.set_clock(boundary + 5 * kSec + 7 * kMs);  // idle windows count nothing
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.32"), 4), "PPPD");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 9u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_CLASS), 5u);
+}
+
+// The previous window weighs in by the share of it still inside the rolling
+// window: with 4 per second, 4 admitted in one window leave 2 at its
+// successor's middle, and that window's 2 leave 3 at three quarters of the next.
+template <class Target>
+void sliding_window_weighs_the_previous_window(Target& t) {
+    t.apply(t.policy().add(windowed(SLUICE_ALGORITHM_SLIDING_WINDOW, 4)).build());
+    const Bytes frame = udp_from("192.0.2.33");
+    const uint64_t start = next_window(t, kSec);
+    t.set_clock(start);
+    EXPECT_EQ(t.verdicts(frame, 5), "PPPPD");
+    t.set_clock(start + kSec + 500 * kMs);
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD");
+    t.set_clock(start + 2 * kSec + 750 * kMs);
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
+    t.set_clock(start + 4 * kSec);  // two windows on: nothing weighs
+    EXPECT_EQ(t.verdicts(frame, 5), "PPPPD");
+    EXPECT_EQ(t.counts().packets(1, kDrop, SLUICE_REASON_CLASS), 4u);
+}
+
+// Exactly `limit` in every rolling window: an admission leaves the window
+// exactly one window after it came.
+template <class Target>
+void sliding_log_admits_its_limit_in_every_rolling_window(Target& t) {
+    t.apply(t.policy().add(windowed(SLUICE_ALGORITHM_SLIDING_LOG, 3)).build());
+    const Bytes frame = udp_from("192.0.2.34");
+    const uint64_t start = t.t0() + 123 * kMs;  // no alignment: the window rolls with each admission
+    t.set_clock(start);
+    EXPECT_EQ(t.verdicts(frame, 1), "P");
+    t.set_clock(start + 400 * kMs);
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD");
+    t.set_clock(start + kSec - 1);
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+    t.set_clock(start + kSec);  // the first has left
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");
+    t.set_clock(start + 1400 * kMs);  // and both of the second
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD");
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 6u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_CLASS), 4u);
+}
+
+// "3 new connections a second for the whole class, exact": sliding_log
+// counting TCP SYNs; everything else passes the level uncounted.
+template <class Target>
+void sliding_log_of_tcp_syns_passes_established_traffic(Target& t) {
+    t.apply(t.policy().add(windowed(SLUICE_ALGORITHM_SLIDING_LOG, 3, Unit::tcp_syn)).build());
+    const uint64_t start = t.t0() + 77 * kMs;
+    t.set_clock(start);
+    EXPECT_EQ(t.verdicts(tcp_from("192.0.2.35", 0x02), 2), "PP");
+    EXPECT_EQ(t.verdicts(tcp_from("192.0.2.36", 0x02), 2), "PD");
+    EXPECT_EQ(t.verdicts(tcp_from("192.0.2.35", 0x10), 5), "PPPPP");
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.36"), 2), "PP");
+    t.set_clock(start + kSec);
+    EXPECT_EQ(t.verdicts(tcp_from("192.0.2.36", 0x02), 4), "PPPD");
+    EXPECT_EQ(t.counts().packets(1, kDrop, SLUICE_REASON_CLASS), 2u);
+}
+
+// Check-then-commit holds for a window aggregate: its refusals spend nothing
+// from the source, and refusals above it (the global ceiling) spend nothing
+// from the window.
+template <class Target>
+void window_aggregate_composes_check_then_commit(Target& t) {
+    ClassSpec cls = windowed(SLUICE_ALGORITHM_FIXED_WINDOW, 2);
+    cls.per_source = packets(5);
+    const uint64_t start = next_window(t, kSec);
+    t.set_clock(start);
+    t.apply(t.policy(1).add(cls).build());
+    const Bytes frame = udp_from("192.0.2.37");
+    EXPECT_EQ(t.verdicts(frame, 4), "PPDD");
+    t.set_clock(start + kSec);
+    t.apply(t.policy(2).add(cls).global(Limit{.rate = 1, .burst = t.per_cpu(Accuracy::lease)}).build());
+    EXPECT_EQ(t.verdicts(frame, 3), "PDD");  // the ceiling refuses the second
+    t.apply(t.policy(3).add(cls).build());
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");  // the window still has its second unit
+    t.set_clock(start + 2 * kSec);
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD");
+    // The source spent only what was admitted: 6 of 5 + 2 refilled.
+    ClassSpec source_only = cls;
+    source_only.aggregate_window.reset();
+    t.apply(t.policy(4).add(source_only).build());
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_CLASS), 4u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_GLOBAL), 2u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 1u);
+}
+
+// A version that changes a class's algorithm (or window) starts the class's
+// count afresh: the old state means something else under the new algorithm.
+// One that changes only the limit keeps it.
+template <class Target>
+void changing_the_algorithm_starts_the_count_afresh(Target& t) {
+    const uint64_t start = next_window(t, kSec);
+    t.set_clock(start);
+    const Bytes frame = udp_from("192.0.2.38");
+    t.apply(t.policy(1).add(windowed(SLUICE_ALGORITHM_FIXED_WINDOW, 3)).build());
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
+    t.apply(t.policy(2).add(windowed(SLUICE_ALGORITHM_SLIDING_WINDOW, 3)).build());
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
+    t.apply(t.policy(3).add(windowed(SLUICE_ALGORITHM_SLIDING_WINDOW, 5)).build());
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD");
+    t.apply(t.policy(4).add(windowed(SLUICE_ALGORITHM_SLIDING_LOG, 2)).build());
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD");
+    ClassSpec longer = windowed(SLUICE_ALGORITHM_SLIDING_LOG, 2);
+    longer.aggregate_window->window_ns = 2 * kSec;
+    t.apply(t.policy(5).add(longer).build());
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD");
+    EXPECT_EQ(t.counts().packets(1, kDrop, SLUICE_REASON_CLASS), 5u);
+}
+
 // ---- composition (run once per accuracy mode) ----------------------------------------
 
 // Composition is check-then-commit: a packet refused by the global ceiling
