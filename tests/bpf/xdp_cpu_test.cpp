@@ -155,6 +155,8 @@ class XdpRealClock : public XdpCpus {
         // From when every thread's first call had returned to the stop
         // signal: every CPU was flooding throughout.
         double flooded_seconds = 0;
+        uint64_t begin_ns = 0, end_ns = 0;                  // T, on the program's clock
+        uint64_t flooded_begin_ns = 0, flooded_end_ns = 0;  // every CPU flooding
 
         uint64_t admitted(uint32_t class_id = 1) const {
             return counts.packets(class_id, kPass, SLUICE_REASON_ADMITTED);
@@ -192,6 +194,10 @@ class XdpRealClock : public XdpCpus {
         w.offered = floods.sent();
         w.seconds = static_cast<double>(end - begin) / 1e9;
         w.flooded_seconds = static_cast<double>(stop_signal - std::min(all_flooding, stop_signal)) / 1e9;
+        w.begin_ns = begin;
+        w.end_ns = end;
+        w.flooded_begin_ns = std::min(all_flooding, stop_signal);
+        w.flooded_end_ns = stop_signal;
         EXPECT_EQ(w.counts.total(), w.offered);
         return w;
     }
@@ -299,6 +305,64 @@ TEST_F(XdpRealClock, SplitAggregateNeverAdmitsMoreThanBurstPlusRateTimesT) {
     // Split mode never over-admits: each CPU spends at most its share.
     EXPECT_LE(static_cast<double>(admitted), ideal(w.seconds));
 }
+
+// A class aggregate counting in windows, one source flooded from every CPU:
+// every admission is one transition of the class's state under its lock, so
+// no CPU's update is lost and the algorithm's own bound holds. Fixed and
+// sliding windows admit at most `limit` in each aligned window T touches;
+// the log at most `limit` in each of the ceil(T / W) rolling windows that
+// cover T. At least 0.8 of it in the windows every CPU flooded throughout
+// (a window lost to a preempted flood is not made up later, unlike a
+// bucket's burst).
+struct WindowCase {
+    uint8_t algorithm;
+    uint64_t limit, window_ns;
+};
+
+std::string window_case_name(uint8_t algorithm) {
+    return algorithm == SLUICE_ALGORITHM_FIXED_WINDOW     ? "fixed_window"
+           : algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW ? "sliding_window"
+                                                          : "sliding_log";
+}
+
+class XdpRealClockWindows : public XdpRealClock, public ::testing::WithParamInterface<WindowCase> {};
+
+TEST_P(XdpRealClockWindows, OneFloodedClassNeverPassesItsAlgorithmsBound) {
+    const WindowCase c = GetParam();
+    const Window w = saturate(policy()
+                                  .add({.id = 1,
+                                        .aggregate_window = WindowLimit{.algorithm = c.algorithm,
+                                                                        .limit = c.limit,
+                                                                        .window_ns = c.window_ns}})
+                                  .build(),
+                              {"192.0.2.1"});
+    const uint64_t admitted = w.admitted();
+    const bool log = c.algorithm == SLUICE_ALGORITHM_SLIDING_LOG;
+    const uint64_t windows = log ? (w.end_ns - w.begin_ns + c.window_ns - 1) / c.window_ns
+                                 : w.end_ns / c.window_ns - w.begin_ns / c.window_ns + 1;
+    const uint64_t flooded_windows = log ? (w.flooded_end_ns - w.flooded_begin_ns) / c.window_ns
+                                         : (w.flooded_end_ns / c.window_ns) -
+                                               std::min(w.flooded_end_ns / c.window_ns,
+                                                        w.flooded_begin_ns / c.window_ns + 1);
+    const uint64_t bound = c.limit * windows;
+    std::cout << "[ " << window_case_name(c.algorithm) << " ] N=" << cpus_ << " T=" << w.seconds
+              << " s offered=" << w.offered << " admitted=" << admitted << " bound=" << bound << " ("
+              << windows << " windows of " << c.limit << ") admitted/bound=" << static_cast<double>(admitted) / bound
+              << "; in the " << flooded_windows << " windows flooded throughout: at least "
+              << c.limit * flooded_windows << "\n";
+    EXPECT_GT(w.offered, 2 * bound) << "the flood never saturated the limit";
+    EXPECT_LE(admitted, bound);
+    EXPECT_GE(static_cast<double>(admitted), 0.8 * static_cast<double>(c.limit * flooded_windows));
+    EXPECT_EQ(w.counts.packets(1, kDrop, SLUICE_REASON_CLASS), w.offered - admitted);
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, XdpRealClockWindows,
+                         ::testing::Values(WindowCase{SLUICE_ALGORITHM_FIXED_WINDOW, 10'000, 100 * kMs},
+                                           WindowCase{SLUICE_ALGORITHM_SLIDING_WINDOW, 10'000, 100 * kMs},
+                                           WindowCase{SLUICE_ALGORITHM_SLIDING_LOG, SLUICE_LOG_MAX, 10 * kMs}),
+                         [](const ::testing::TestParamInfo<WindowCase>& info) {
+                             return std::string(window_case_name(info.param.algorithm));
+                         });
 
 }  // namespace
 }  // namespace sluice::test

@@ -103,7 +103,7 @@ inline sluice_source_limit compile_source(const Limit& limit) {
 }
 
 // A window algorithm's limit for a class aggregate: `limit` units per `window_ns`.
-struct Window {
+struct WindowLimit {
     uint8_t algorithm = SLUICE_ALGORITHM_FIXED_WINDOW;
     uint64_t limit = 0;
     uint64_t window_ns = 0;
@@ -116,7 +116,7 @@ struct ClassSpec {
     std::optional<Limit> per_source = std::nullopt;
     std::optional<Limit> new_sources = std::nullopt;
     std::optional<Limit> aggregate = std::nullopt;
-    std::optional<Window> aggregate_window = std::nullopt;  // instead of `aggregate`
+    std::optional<WindowLimit> aggregate_window = std::nullopt;  // instead of `aggregate`
     uint8_t on_table_full = SLUICE_TABLE_FULL_EVICT;
     uint8_t prefix_v4 = 32;
     uint8_t prefix_v6 = 64;
