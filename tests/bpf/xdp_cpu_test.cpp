@@ -314,21 +314,10 @@ TEST_F(XdpRealClock, SplitAggregateNeverAdmitsMoreThanBurstPlusRateTimesT) {
 // cover T. At least 0.8 of it in the windows every CPU flooded throughout
 // (a window lost to a preempted flood is not made up later, unlike a
 // bucket's burst).
-struct WindowCase {
-    uint8_t algorithm;
-    uint64_t limit, window_ns;
-};
-
-std::string window_case_name(uint8_t algorithm) {
-    return algorithm == SLUICE_ALGORITHM_FIXED_WINDOW     ? "fixed_window"
-           : algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW ? "sliding_window"
-                                                          : "sliding_log";
-}
-
-class XdpRealClockWindows : public XdpRealClock, public ::testing::WithParamInterface<WindowCase> {};
+class XdpRealClockWindows : public XdpRealClock, public ::testing::WithParamInterface<scenarios::WindowCase> {};
 
 TEST_P(XdpRealClockWindows, OneFloodedClassNeverPassesItsAlgorithmsBound) {
-    const WindowCase c = GetParam();
+    const scenarios::WindowCase c = GetParam();
     const Window w = saturate(policy()
                                   .add({.id = 1,
                                         .aggregate_window = WindowLimit{.algorithm = c.algorithm,
@@ -337,32 +326,21 @@ TEST_P(XdpRealClockWindows, OneFloodedClassNeverPassesItsAlgorithmsBound) {
                                   .build(),
                               {"192.0.2.1"});
     const uint64_t admitted = w.admitted();
-    const bool log = c.algorithm == SLUICE_ALGORITHM_SLIDING_LOG;
-    const uint64_t windows = log ? (w.end_ns - w.begin_ns + c.window_ns - 1) / c.window_ns
-                                 : w.end_ns / c.window_ns - w.begin_ns / c.window_ns + 1;
-    const uint64_t flooded_windows = log ? (w.flooded_end_ns - w.flooded_begin_ns) / c.window_ns
-                                         : (w.flooded_end_ns / c.window_ns) -
-                                               std::min(w.flooded_end_ns / c.window_ns,
-                                                        w.flooded_begin_ns / c.window_ns + 1);
-    const uint64_t bound = c.limit * windows;
-    std::cout << "[ " << window_case_name(c.algorithm) << " ] N=" << cpus_ << " T=" << w.seconds
-              << " s offered=" << w.offered << " admitted=" << admitted << " bound=" << bound << " ("
-              << windows << " windows of " << c.limit << ") admitted/bound=" << static_cast<double>(admitted) / bound
-              << "; in the " << flooded_windows << " windows flooded throughout: at least "
-              << c.limit * flooded_windows << "\n";
+    const uint64_t bound = scenarios::window_bound(c.algorithm, c.limit, c.window_ns, w.begin_ns, w.end_ns);
+    const uint64_t floor =
+        scenarios::window_floor(c.algorithm, c.limit, c.window_ns, w.flooded_begin_ns, w.flooded_end_ns);
+    std::cout << "[ window   ] " << scenarios::window_case_name({c, 0}) << " N=" << cpus_ << " T=" << w.seconds
+              << " s offered=" << w.offered << " admitted=" << admitted << " bound=" << bound
+              << " admitted/bound=" << static_cast<double>(admitted) / bound
+              << " (windows flooded throughout: " << floor << ")\n";
     EXPECT_GT(w.offered, 2 * bound) << "the flood never saturated the limit";
     EXPECT_LE(admitted, bound);
-    EXPECT_GE(static_cast<double>(admitted), 0.8 * static_cast<double>(c.limit * flooded_windows));
+    EXPECT_GE(static_cast<double>(admitted), 0.8 * static_cast<double>(floor));
     EXPECT_EQ(w.counts.packets(1, kDrop, SLUICE_REASON_CLASS), w.offered - admitted);
 }
 
-INSTANTIATE_TEST_SUITE_P(Algorithms, XdpRealClockWindows,
-                         ::testing::Values(WindowCase{SLUICE_ALGORITHM_FIXED_WINDOW, 10'000, 100 * kMs},
-                                           WindowCase{SLUICE_ALGORITHM_SLIDING_WINDOW, 10'000, 100 * kMs},
-                                           WindowCase{SLUICE_ALGORITHM_SLIDING_LOG, SLUICE_LOG_MAX, 10 * kMs}),
-                         [](const ::testing::TestParamInfo<WindowCase>& info) {
-                             return std::string(window_case_name(info.param.algorithm));
-                         });
+INSTANTIATE_TEST_SUITE_P(Algorithms, XdpRealClockWindows, ::testing::ValuesIn(scenarios::kWindowCases),
+                         scenarios::window_case_name);
 
 }  // namespace
 }  // namespace sluice::test

@@ -696,6 +696,47 @@ void changing_the_algorithm_starts_the_count_afresh(Target& t) {
     EXPECT_EQ(t.counts().packets(1, kDrop, SLUICE_REASON_CLASS), 5u);
 }
 
+// ---- window algorithms on the real clock, every CPU flooding one class ---------------------
+
+// What a class aggregate of `algorithm` may admit between begin_ns and end_ns
+// on the dataplane's clock: `limit` in each aligned window the interval
+// touches (fixed and sliding window: neither counts more than `limit` in
+// one), or in each of the rolling windows that cover it (the log).
+inline uint64_t window_bound(uint8_t algorithm, uint64_t limit, uint64_t window_ns, uint64_t begin_ns,
+                             uint64_t end_ns) {
+    if (algorithm == SLUICE_ALGORITHM_SLIDING_LOG) return limit * ((end_ns - begin_ns + window_ns - 1) / window_ns);
+    return limit * (end_ns / window_ns - begin_ns / window_ns + 1);
+}
+
+// What it admits at least, saturated throughout: `limit` in each window that
+// lies wholly inside the interval.
+inline uint64_t window_floor(uint8_t algorithm, uint64_t limit, uint64_t window_ns, uint64_t begin_ns,
+                             uint64_t end_ns) {
+    if (algorithm == SLUICE_ALGORITHM_SLIDING_LOG) return limit * ((end_ns - begin_ns) / window_ns);
+    const uint64_t first_whole = begin_ns / window_ns + 1, end_window = end_ns / window_ns;
+    return limit * (end_window > first_whole ? end_window - first_whole : 0);
+}
+
+struct WindowCase {
+    uint8_t algorithm;
+    uint64_t limit, window_ns;
+};
+
+inline const WindowCase kWindowCases[] = {{SLUICE_ALGORITHM_FIXED_WINDOW, 10'000, 100 * kMs},
+                                          {SLUICE_ALGORITHM_SLIDING_WINDOW, 10'000, 100 * kMs},
+                                          {SLUICE_ALGORITHM_SLIDING_LOG, SLUICE_LOG_MAX, 10 * kMs}};
+
+inline std::string window_case_name(const ::testing::TestParamInfo<WindowCase>& info) {
+    switch (info.param.algorithm) {
+    case SLUICE_ALGORITHM_FIXED_WINDOW:
+        return "fixed_window";
+    case SLUICE_ALGORITHM_SLIDING_WINDOW:
+        return "sliding_window";
+    default:
+        return "sliding_log";
+    }
+}
+
 // ---- composition (run once per accuracy mode) ----------------------------------------
 
 // Composition is check-then-commit: a packet refused by the global ceiling

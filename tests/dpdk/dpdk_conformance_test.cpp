@@ -4,6 +4,9 @@
 // going in through a ring port's RX and coming out (or not) at its TX.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "common/verdict_scenarios.h"
 #include "dpdk_fixture.h"
 
@@ -134,6 +137,72 @@ TEST_F(DpdkWorkers, LeaseModeSharesOneBucketAcrossWorkers) {
 TEST_F(DpdkWorkers, ExpiredLeaseGoesBackToTheSharedBucket) {
     scenarios::expired_lease_goes_back_to_the_shared_bucket(*this);
 }
+
+// The same on the TSC: both workers flood one class from their own queues at
+// once (sluice_xdp's CPUs, XdpRealClockWindows), each admission one
+// transition of the class's state under its lock.
+class DpdkWorkersRealClock : public DpdkWorkers, public ::testing::WithParamInterface<scenarios::WindowCase> {
+  protected:
+    DpdkOptions options() const override {
+        DpdkOptions o = DpdkWorkers::options();
+        o.test_clock = false;
+        return o;
+    }
+};
+
+TEST_P(DpdkWorkersRealClock, OneFloodedClassNeverPassesItsAlgorithmsBound) {
+    const scenarios::WindowCase c = GetParam();
+    apply(policy()
+              .add({.id = 1,
+                    .aggregate_window = WindowLimit{.algorithm = c.algorithm, .limit = c.limit, .window_ns = c.window_ns}})
+              .build());
+    constexpr unsigned kBurst = 32;
+    std::vector<rte_mbuf*> frames[2];
+    for (auto& queue_frames : frames)
+        for (unsigned i = 0; i < kBurst; i++) {
+            queue_frames.push_back(make_mbuf(udp_from("192.0.2.1")));
+            ASSERT_NE(queue_frames.back(), nullptr);
+        }
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> offered{0};
+    std::atomic<uint64_t> flooding{0};  // workers that have decided a burst
+    const auto flood = [&](uint16_t queue) {
+        bool counted = false;
+        while (!stop.load(std::memory_order_relaxed)) {
+            offered += port_->inject_again(frames[queue].data(), kBurst, queue);
+            dp_->worker(queue).poll_once();
+            port_->drain_sent(queue);
+            if (!counted) flooding++, counted = true;
+        }
+    };
+    const uint64_t begin = dp_->now_ns();
+    std::thread first(flood, 0), second(flood, 1);
+    while (flooding.load() < 2) std::this_thread::yield();
+    const uint64_t flooded_begin = dp_->now_ns();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    const uint64_t flooded_end = dp_->now_ns();
+    stop = true;
+    first.join();
+    second.join();
+    const uint64_t end = dp_->now_ns();
+    for (auto& queue_frames : frames) rte_pktmbuf_free_bulk(queue_frames.data(), kBurst);
+
+    const Counts counts_now = counts();
+    const uint64_t admitted = counts_now.packets(1, kPass, SLUICE_REASON_ADMITTED);
+    const uint64_t bound = scenarios::window_bound(c.algorithm, c.limit, c.window_ns, begin, end);
+    const uint64_t floor = scenarios::window_floor(c.algorithm, c.limit, c.window_ns, flooded_begin, flooded_end);
+    std::cout << "[ window   ] " << scenarios::window_case_name({c, 0}) << " workers=2 offered=" << offered.load()
+              << " admitted=" << admitted << " bound=" << bound
+              << " admitted/bound=" << static_cast<double>(admitted) / bound
+              << " (windows flooded throughout: " << floor << ")\n";
+    EXPECT_GT(offered.load(), 2 * bound) << "the flood never saturated the limit";
+    EXPECT_LE(admitted, bound);
+    EXPECT_GE(static_cast<double>(admitted), 0.8 * static_cast<double>(floor));
+    EXPECT_EQ(counts_now.total(), offered.load());
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, DpdkWorkersRealClock, ::testing::ValuesIn(scenarios::kWindowCases),
+                         scenarios::window_case_name);
 
 }  // namespace
 }  // namespace sluice::test

@@ -88,6 +88,18 @@ unsigned RingPort::inject(const Bytes& frame, unsigned copies, uint16_t queue) {
     return done;
 }
 
+unsigned RingPort::inject_again(rte_mbuf* const* frames, unsigned n, uint16_t queue) {
+    unsigned done = 0;
+    for (; done < n; done++) {
+        rte_mbuf_refcnt_update(frames[done], 1);
+        if (rte_ring_enqueue(rx_.at(queue), frames[done]) != 0) {
+            rte_mbuf_refcnt_update(frames[done], -1);
+            break;
+        }
+    }
+    return done;
+}
+
 std::vector<Bytes> RingPort::sent(uint16_t queue) {
     std::vector<Bytes> out;
     void* m;

@@ -61,6 +61,11 @@ class RingPort {
     uint16_t id() const { return port_; }
     // Enqueues `copies` copies of `frame` on RX queue `queue`; returns how many fitted.
     unsigned inject(const Bytes& frame, unsigned copies = 1, uint16_t queue = 0);
+    // Enqueues `frames` again, each with one more reference (the worker's
+    // free, or drain_sent's, drops it): a flood from several threads that
+    // takes nothing from the shared mbuf pool, whose ring a preempted thread
+    // would hold up for all. Returns how many fitted.
+    unsigned inject_again(rte_mbuf* const* frames, unsigned n, uint16_t queue = 0);
     // Everything transmitted on TX queue `queue` since the last call, oldest first.
     std::vector<Bytes> sent(uint16_t queue = 0);
     // How many frames were transmitted since the last call (and frees them).
