@@ -78,16 +78,21 @@ TEST(PolicyToml, TheExampleFileLoads) {
         numbered.header.version = 1;
         EXPECT_TRUE(validate(numbered).ok());
         EXPECT_EQ(policy.class_ids,
-                  (Ids{{"default", 1}, {"web", 2}, {"partner", 3}, {"monitoring", 4}, {"blocked", 5}}));
+                  (Ids{{"default", 1}, {"web", 2}, {"partner", 3}, {"monitoring", 4}, {"blocked", 5}, {"admin", 6}}));
         EXPECT_EQ(policy.compiled.header.default_class_id, 1u);
         EXPECT_TRUE(policy.compiled.header.global.enabled);
-        EXPECT_EQ(policy.compiled.prefixes.size(), 8u);
+        EXPECT_EQ(policy.compiled.prefixes.size(), 9u);
         EXPECT_EQ(entry(policy, "web").aggregate.unit, SLUICE_UNIT_BYTES);
         EXPECT_EQ(entry(policy, "partner").prefix_v4, 24);
         EXPECT_EQ(entry(policy, "partner").on_table_full, SLUICE_TABLE_FULL_CLOSED);
         EXPECT_TRUE(entry(policy, "default").new_sources.enabled);
         EXPECT_EQ(entry(policy, "monitoring").action, SLUICE_ACTION_PASS);
         EXPECT_EQ(entry(policy, "blocked").action, SLUICE_ACTION_DROP);
+        const sluice_window_limit& admin = entry(policy, "admin").aggregate_window;
+        EXPECT_EQ(admin.algorithm, SLUICE_ALGORITHM_SLIDING_LOG);
+        EXPECT_EQ(admin.limit, 10u);
+        EXPECT_EQ(admin.window_ns, 60 * SLUICE_NANO);
+        EXPECT_EQ(entry(policy, "admin").aggregate.unit, SLUICE_UNIT_TCP_SYN);
     }
 }
 
