@@ -321,6 +321,7 @@ void Daemon::publish_metrics() {
         entry.stats = sample.stats;
         entry.decision_cost = sample.cost;
         entry.syscall_errors = interface->hosted->syscall_errors();
+        entry.window_restarts = interface->dataplane().window_restarts();
         if (auto version = interface->dataplane().active_version()) entry.active_version = version.value();
         entry.sources = interface->sources;
         entry.hot_sources = interface->hot_sources.top(kHotSourcesExported, now);

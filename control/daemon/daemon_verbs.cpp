@@ -180,6 +180,8 @@ Result<json> Daemon::stats_json() {
         json health = json::object();
         for (uint32_t stat = 0; stat < SLUICE_STAT_COUNT; stat++)
             health[std::string(stat_label(stat))] = stats.value()[stat];
+        // Kept by the control side of the dataplane, not by the program, but a health figure all the same.
+        health["window_restarts"] = interface->dataplane().window_restarts();
         double decision_ns = 0, decisions_per_second = 0;
         if (have_rates && dt > 0) {
             const uint64_t runs = interface->latest->cost.decisions - interface->previous->cost.decisions;

@@ -8,6 +8,8 @@
 #include <set>
 #include <tuple>
 
+#include "rate_limits.h"
+
 namespace sluice {
 namespace {
 
@@ -28,6 +30,43 @@ bool valid_gcra(const sluice_gcra_limit& limit) {
 bool valid_source_limit(const sluice_source_limit& limit) {
     if (!limit.enabled) return true;
     return valid_gcra(limit.current) && limit.previous_tolerance_ns <= SLUICE_DEBT_MAX_NS && limit.generation < 4;
+}
+
+// What the dataplane relies on in the class aggregate's window limit.
+Status valid_aggregate_window(const sluice_class_entry& cls, const std::string& name) {
+    const sluice_window_limit& w = cls.aggregate_window;
+    if (w.algorithm >= SLUICE_ALGORITHM_COUNT)
+        return policy_error(name + ": aggregate algorithm " + std::to_string(w.algorithm) + " out of range");
+    if (w.algorithm == SLUICE_ALGORITHM_GCRA) {
+        // Only the generation may be set: anything else would be a window
+        // limit the token bucket silently ignores.
+        sluice_window_limit zero{};
+        zero.generation = w.generation;
+        if (std::memcmp(&zero, &w, sizeof(w)) != 0)
+            return policy_error(name + ": a gcra aggregate has a window limit set (only its generation may be)");
+        return ok_status();
+    }
+    const std::string algorithm = algorithm_name(w.algorithm);
+    if (!cls.aggregate.enabled) return policy_error(name + ": aggregate algorithm " + algorithm + " but not enabled");
+    if (w.window_ns < SLUICE_WINDOW_MIN_NS || w.window_ns > SLUICE_WINDOW_MAX_NS)
+        return policy_error(name + ": aggregate window " + std::to_string(w.window_ns) + " ns is outside " +
+                            std::to_string(SLUICE_WINDOW_MIN_NS) + ".." + std::to_string(SLUICE_WINDOW_MAX_NS));
+    if (w.limit < 1 || w.limit > kWindowLimitMax)
+        return policy_error(name + ": aggregate limit " + std::to_string(w.limit) + " is outside 1.." +
+                            std::to_string(kWindowLimitMax));
+    if (w.index_bits != 64 || w.count_bits != 64)
+        return policy_error(name + ": aggregate window state must be kept in full (index_bits = count_bits = 64)");
+    if (w.algorithm == SLUICE_ALGORITHM_SLIDING_LOG) {
+        if (w.limit > SLUICE_LOG_MAX)
+            return policy_error(name + ": sliding_log limit " + std::to_string(w.limit) + " exceeds the log's " +
+                                std::to_string(SLUICE_LOG_MAX) + " entries");
+        if (cls.aggregate.unit == SLUICE_UNIT_BYTES)
+            return policy_error(name + ": sliding_log counts admissions, not bytes");
+    }
+    if (cls.shape.queue_packets > 0)
+        return policy_error(name + ": shaped, but its aggregate is " + algorithm +
+                            ": the queue drains at a token-bucket rate");
+    return ok_status();
 }
 
 std::string prefix_text(const PolicyPrefix& p) {
@@ -63,6 +102,7 @@ Status validate(const CompiledPolicy& policy) {
             return policy_error(name + ": source prefix lengths must be 1..32 (IPv4) and 1..128 (IPv6)");
         if (!valid_level(cls.new_sources) || !valid_level(cls.aggregate))
             return policy_error(name + ": a limit has an unknown unit or accuracy");
+        if (auto window = valid_aggregate_window(cls, name); !window) return window;
         if (!valid_source_limit(cls.per_source))
             return policy_error(name + ": per-source limit has an unknown unit, or a burst outside 1 packet.." +
                                 std::to_string(SLUICE_DEBT_MAX_NS / SLUICE_NANO) + " s of its rate");
@@ -116,38 +156,118 @@ void mark_prefix_families(CompiledPolicy& policy) {
         (p.family == SLUICE_FAMILY_IPV4 ? policy.header.has_prefixes_v4 : policy.header.has_prefixes_v6) = 1;
 }
 
-void carry_previous_source_limits(const std::vector<sluice_class_entry>& running, CompiledPolicy& next) {
+namespace {
+
+// The per-source half of carry_previous_limits; `was` is the running class or nullptr.
+void carry_source_limit(const sluice_class_entry* was, sluice_class_entry& cls) {
     __extension__ typedef unsigned __int128 uint128;
+    sluice_source_limit& limit = cls.per_source;
+    const sluice_source_limit* before = was ? &was->per_source : nullptr;
+    limit.previous_tolerance_ns = 0;
+    limit.previous_scale = 0;
+    limit.generation = before ? before->generation : 0;
+    if (!limit.enabled || !before) return;
+    if (before->enabled && std::memcmp(&before->current, &limit.current, sizeof(limit.current)) == 0) {
+        // Unchanged: sources written under the limit before it still convert.
+        limit.previous_tolerance_ns = before->previous_tolerance_ns;
+        limit.previous_scale = before->previous_scale;
+        return;
+    }
+    // Changed (or newly set): a new generation; entries of the one before
+    // convert their debt, those of any older one count as empty buckets.
+    limit.generation = (before->generation + 1) & 3;
+    if (!before->enabled) return;
+    limit.previous_tolerance_ns = before->current.tolerance_ns;
+    // Schedule per unit now over then; 1.0 across a change of unit, whose
+    // tokens do not convert.
+    const auto fixed = [](const sluice_gcra_limit& l) {
+        return (static_cast<uint128>(l.interval_ns) << 32) + l.interval_frac;
+    };
+    const uint128 scale = limit.current.unit == before->current.unit
+                              ? (fixed(limit.current) << 32) / fixed(before->current)
+                              : static_cast<uint128>(1) << 32;
+    limit.previous_scale = scale >> 63 ? ~0ULL >> 1 : static_cast<uint64_t>(scale);
+}
+
+// The policy's spelling of a unit.
+std::string unit_text(uint8_t unit) {
+    switch (unit) {
+        case SLUICE_UNIT_PACKETS:
+            return "packets";
+        case SLUICE_UNIT_BYTES:
+            return "bytes";
+        case SLUICE_UNIT_TCP_SYN:
+            return "tcp_syn";
+        default:
+            return "unit_" + std::to_string(unit);
+    }
+}
+
+// A level that does not limit counts as gcra: it has no window state.
+uint8_t aggregate_algorithm(const sluice_class_entry& cls) {
+    return cls.aggregate.enabled ? cls.aggregate_window.algorithm : static_cast<uint8_t>(SLUICE_ALGORITHM_GCRA);
+}
+
+// Whether the window state `was` wrote still means the same in `cls`.
+bool same_window_count(const sluice_class_entry& was, const sluice_class_entry& cls) {
+    const sluice_window_limit& before = was.aggregate_window;
+    const sluice_window_limit& after = cls.aggregate_window;
+    if (aggregate_algorithm(was) != aggregate_algorithm(cls)) return false;
+    if (aggregate_algorithm(cls) == SLUICE_ALGORITHM_GCRA) return true;
+    if (before.window_ns != after.window_ns || was.aggregate.unit != cls.aggregate.unit) return false;
+    // A log is a ring of `limit` slots: read under another limit its oldest
+    // entry is not the oldest admission.
+    return after.algorithm != SLUICE_ALGORITHM_SLIDING_LOG || before.limit == after.limit;
+}
+
+}  // namespace
+
+std::string describe(const AggregateRestart& restart) {
+    std::string change;
+    const auto add = [&change](const std::string& what, const std::string& from, const std::string& to) {
+        change += (change.empty() ? "" : ", ") + what + " " + from + " -> " + to;
+    };
+    const sluice_window_limit& before = restart.before;
+    const sluice_window_limit& after = restart.after;
+    if (before.algorithm != after.algorithm)
+        add("algorithm", algorithm_name(before.algorithm), algorithm_name(after.algorithm));
+    if (before.algorithm != SLUICE_ALGORITHM_GCRA && before.window_ns != after.window_ns)
+        add("window", format_duration(before.window_ns), format_duration(after.window_ns));
+    if (restart.unit_before != restart.unit_after)
+        add("unit", unit_text(restart.unit_before), unit_text(restart.unit_after));
+    if (change.empty() && before.limit != after.limit)
+        add("sliding_log limit", std::to_string(before.limit), std::to_string(after.limit));
+    return "class " + std::to_string(restart.class_id) + ": aggregate " + change +
+           ": its count starts from fresh state";
+}
+
+std::vector<AggregateRestart> carry_previous_limits(const std::vector<sluice_class_entry>& running,
+                                                    CompiledPolicy& next) {
+    std::vector<AggregateRestart> restarts;
     for (sluice_class_entry& cls : next.classes) {
-        sluice_source_limit& limit = cls.per_source;
-        const auto was = std::find_if(running.begin(), running.end(),
-                                      [&](const sluice_class_entry& r) { return r.class_id == cls.class_id; });
-        const sluice_source_limit* before = was != running.end() ? &was->per_source : nullptr;
-        limit.previous_tolerance_ns = 0;
-        limit.previous_scale = 0;
-        limit.generation = before ? before->generation : 0;
-        if (!limit.enabled || !before) continue;
-        if (before->enabled && std::memcmp(&before->current, &limit.current, sizeof(limit.current)) == 0) {
-            // Unchanged: sources written under the limit before it still convert.
-            limit.previous_tolerance_ns = before->previous_tolerance_ns;
-            limit.previous_scale = before->previous_scale;
+        const auto found = std::find_if(running.begin(), running.end(),
+                                        [&](const sluice_class_entry& r) { return r.class_id == cls.class_id; });
+        const sluice_class_entry* was = found != running.end() ? &*found : nullptr;
+        carry_source_limit(was, cls);
+
+        if (was && same_window_count(*was, cls)) {
+            cls.aggregate_window.generation = was->aggregate_window.generation;
             continue;
         }
-        // Changed (or newly set): a new generation; entries of the one before
-        // convert their debt, those of any older one count as empty buckets.
-        limit.generation = (before->generation + 1) & 3;
-        if (!before->enabled) continue;
-        limit.previous_tolerance_ns = before->current.tolerance_ns;
-        // Schedule per unit now over then; 1.0 across a change of unit, whose
-        // tokens do not convert.
-        const auto fixed = [](const sluice_gcra_limit& l) {
-            return (static_cast<uint128>(l.interval_ns) << 32) + l.interval_frac;
-        };
-        const uint128 scale = limit.current.unit == before->current.unit
-                                  ? (fixed(limit.current) << 32) / fixed(before->current)
-                                  : static_cast<uint128>(1) << 32;
-        limit.previous_scale = scale >> 63 ? ~0ULL >> 1 : static_cast<uint64_t>(scale);
+        cls.aggregate_window.generation = static_cast<uint32_t>(next.header.version);
+        // A class that counted nothing before (new, or without an aggregate)
+        // loses nothing; one that becomes gcra keeps its token bucket.
+        if (was && was->aggregate.enabled && aggregate_algorithm(cls) != SLUICE_ALGORITHM_GCRA) {
+            AggregateRestart restart;
+            restart.class_id = cls.class_id;
+            restart.before = was->aggregate_window;
+            restart.after = cls.aggregate_window;
+            restart.unit_before = was->aggregate.unit;
+            restart.unit_after = cls.aggregate.unit;
+            restarts.push_back(restart);
+        }
     }
+    return restarts;
 }
 
 Result<PolicyPrefix> parse_prefix(const std::string& cidr, uint32_t class_id) {

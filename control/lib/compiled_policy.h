@@ -39,19 +39,48 @@ inline constexpr uint64_t kMinShapeDelayNs = 1'000'000;
 // Version > 0; class ids unique and in 1..SLUICE_MAX_CLASSES-1; the default
 // class and every prefix's class exist; prefixes valid, unique and with no
 // bits set past their length; enums in range; a per-source burst within
-// SLUICE_DEBT_MAX_NS; a new-source budget only with a per-source limit; a shaped class has a queue of
-// 1..SLUICE_SHAPE_QUEUE_MAX, a max delay of 1 ms..SLUICE_SHAPE_MAX_DELAY_NS,
-// an aggregate limit and action limit.
+// SLUICE_DEBT_MAX_NS; a new-source budget only with a per-source limit; a
+// shaped class has a queue of 1..SLUICE_SHAPE_QUEUE_MAX, a max delay of
+// 1 ms..SLUICE_SHAPE_MAX_DELAY_NS, a gcra aggregate limit and action limit.
+// The class aggregate's algorithm is in range; a gcra one has an
+// aggregate_window of zeros apart from its generation; a window one has its
+// aggregate enabled, a window of SLUICE_WINDOW_MIN_NS..SLUICE_WINDOW_MAX_NS,
+// a limit of 1..kWindowLimitMax (rate_limits.h), index_bits = count_bits = 64
+// (its state is kept in full), and, for sliding_log, a limit of at most
+// SLUICE_LOG_MAX in a unit other than bytes.
 Status validate(const CompiledPolicy& policy);
 
 // Sets the header's has_prefixes_v4/v6 from the prefixes (validate checks them).
 void mark_prefix_families(CompiledPolicy& policy);
 
-// Before `next` replaces the version whose class entries are `running`: a
-// class whose per-source limit changes gets the next generation and what its
-// sources' debts convert with (see sluice_source_limit); an unchanged one
-// keeps its generation and conversion.
-void carry_previous_source_limits(const std::vector<sluice_class_entry>& running, CompiledPolicy& next);
+// A class whose aggregate count a new version starts from fresh state: it
+// counts by window now, and counted by another algorithm, window or unit
+// before (or, for sliding_log, under another limit: its log is laid out by
+// the limit).
+struct AggregateRestart {
+    uint32_t class_id = 0;
+    sluice_window_limit before{}, after{};
+    uint8_t unit_before = 0, unit_after = 0;  // enum sluice_unit
+};
+
+// "class 3: aggregate algorithm fixed_window -> sliding_window: its count
+// starts from fresh state", for the dataplane's log.
+std::string describe(const AggregateRestart& restart);
+
+// Before `next` replaces the version whose class entries are `running`:
+//  - a class whose per-source limit changes gets the next generation and what
+//    its sources' debts convert with (see sluice_source_limit); an unchanged
+//    one keeps its generation and conversion;
+//  - a class aggregate keeps its window generation while it keeps its
+//    algorithm, window and unit (a changed limit alone keeps the counts: they
+//    still mean units in that window; except sliding_log, whose log is laid
+//    out by its limit); otherwise, or for a new class, it gets
+//    (uint32_t)next.header.version, which no stale state carries since
+//    versions only grow. A gcra class that stays gcra keeps its generation.
+// Returns the classes whose window count restarts (new classes are not
+// among them: they had none).
+std::vector<AggregateRestart> carry_previous_limits(const std::vector<sluice_class_entry>& running,
+                                                    CompiledPolicy& next);
 
 // Parses "192.0.2.0/24" or "2001:db8::/32" into a prefix of `class_id`.
 Result<PolicyPrefix> parse_prefix(const std::string& cidr, uint32_t class_id);

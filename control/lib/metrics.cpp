@@ -140,6 +140,11 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
                          MetricType::Counter);
     auto no_policy = family("sluice_no_policy_packets_total", "Packets passed because no policy had been applied yet.",
                             MetricType::Counter);
+    auto window_restarts =
+        family("sluice_window_restarts_total",
+               "Class aggregates whose window count a policy version started from fresh state (its algorithm, "
+               "window or unit changed; sliding_log: also its limit).",
+               MetricType::Counter);
     auto interface_version = family("sluice_interface_policy_version",
                                     "The policy version the interface's program runs.", MetricType::Gauge);
     auto hot = family("sluice_hot_source_drop_rate",
@@ -173,6 +178,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
             static_cast<double>(interface.stats[SLUICE_STAT_DROP_EVENTS_LOST]));
         add(no_policy, {{"interface", name}}, static_cast<double>(interface.stats[SLUICE_STAT_NO_POLICY]));
         add(interface_version, {{"interface", name}}, static_cast<double>(interface.active_version));
+        add(window_restarts, {{"interface", name}}, static_cast<double>(interface.window_restarts));
         for (const HotSource& source : interface.hot_sources)
             add(hot,
                 {{"class", class_label(snapshot.class_names, source.key.class_id)},
@@ -212,11 +218,11 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
     }
 
     std::vector<MetricFamily> families;
-    for (MetricFamily* f : {&packets, &bytes,     &table_full,        &run_time, &run_count,
-                            &errors,  &sources,   &capacity,          &inserts,  &contended,
-                            &events,  &no_policy, &interface_version, &hot,      &version,
-                            &info,    &pushes,    &stats_enabled,     &build,    &start,
-                            &uptime,  &requests})
+    for (MetricFamily* f :
+         {&packets,  &bytes,   &table_full, &run_time, &run_count,     &errors,          &sources,
+          &capacity, &inserts, &contended,  &events,   &no_policy,     &window_restarts, &interface_version,
+          &hot,      &version, &info,       &pushes,   &stats_enabled, &build,           &start,
+          &uptime,   &requests})
         families.push_back(std::move(*f));
     return families;
 }

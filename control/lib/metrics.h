@@ -42,8 +42,9 @@ struct InterfaceSnapshot {
     std::array<uint64_t, SLUICE_STAT_COUNT> stats{};
     // XDP only: failed syscalls by what they were for (a DPDK port makes none).
     std::optional<SyscallErrorCounts> syscall_errors;
-    SourceTableUsage sources;    // as of the daemon's last count
-    DecisionCost decision_cost;  // XDP: the kernel's BPF run-time statistics
+    SourceTableUsage sources;      // as of the daemon's last count
+    DecisionCost decision_cost;    // XDP: the kernel's BPF run-time statistics
+    uint64_t window_restarts = 0;  // EnforcementPoint::window_restarts()
     std::vector<HotSource> hot_sources;
 };
 

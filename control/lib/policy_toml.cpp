@@ -51,6 +51,17 @@ bool valid_class_name(std::string_view name) {
                        [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; });
 }
 
+// algorithm, limit and window set the class aggregate only: in [defaults]
+// or on the class itself they would look like they apply to every level.
+Status refuse_aggregate_keys(const Fields& fields) {
+    for (std::string_view key : {"algorithm", "limit", "window"})
+        if (const toml::node* value = fields.find(key))
+            return fields.at(*value, key,
+                             "goes in the class's aggregate table ([class.aggregate]): only the class aggregate "
+                             "chooses its algorithm so far");
+    return ok_status();
+}
+
 struct ParsedClass {
     std::string name;
     sluice_class_entry entry{};
@@ -95,6 +106,7 @@ Status PolicyReader::read_defaults(const Fields& top) {
     if (!table) return table.error();
     if (!table.value()) return ok_status();
     const Fields defaults(path_, *table.value(), "defaults");
+    if (auto refused = refuse_aggregate_keys(defaults); !refused) return refused.error();
     if (auto keys = defaults.only(kDefaultsKeys); !keys) return keys.error();
     if (auto settings = read_class_settings(defaults, defaults_); !settings) return settings.error();
     auto non_ip = defaults.choice("non_ip", kVerdicts);
@@ -155,6 +167,7 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
     const std::string label = name_node && name_node->is_string() ? "class " + quoted(name_node->as_string()->get())
                                                                   : "class #" + std::to_string(number);
     const Fields cls(path_, table, label);
+    if (auto refused = refuse_aggregate_keys(cls); !refused) return refused.error();
     if (auto keys = cls.only(kClassKeys); !keys) return keys.error();
     if (!name_node) return cls.here("name is required");
     auto name = cls.string("name");
@@ -238,12 +251,18 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
     }
     if (aggregate.value()) {
         const Fields level(path_, *aggregate.value(), cls.field("aggregate"));
-        auto limit = read_level(level, settings, cpus_);
+        auto limit = read_aggregate(level, settings, cpus_);
         if (!limit) return limit.error();
-        entry.aggregate = limit.value();
+        entry.aggregate = limit.value().level;
+        entry.aggregate_window = limit.value().window;
     }
     if (shape.value()) {
         if (!aggregate.value()) return shape_error("needs an aggregate limit (the queue drains at the aggregate rate)");
+        if (entry.aggregate_window.algorithm != SLUICE_ALGORITHM_GCRA)
+            return shape_error(
+                "needs aggregate algorithm = \"gcra\": the queue drains at the aggregate's "
+                "token-bucket rate, and algorithm = " +
+                quoted(algorithm_name(entry.aggregate_window.algorithm)) + " has none");
         auto compiled = read_shape(Fields(path_, *shape.value(), cls.field("shape")));
         if (!compiled) return compiled.error();
         entry.shape = compiled.value();

@@ -34,6 +34,10 @@ struct Choice {
 inline constexpr Choice<Unit> kUnits[] = {
     {"packets", Unit::packets}, {"bytes", Unit::bytes}, {"tcp_syn", Unit::tcp_syn}};
 inline constexpr Choice<Accuracy> kAccuracies[] = {{"lease", Accuracy::lease}, {"split", Accuracy::split}};
+inline constexpr Choice<Algorithm> kAlgorithms[] = {{"gcra", Algorithm::gcra},
+                                                    {"fixed_window", Algorithm::fixed_window},
+                                                    {"sliding_window", Algorithm::sliding_window},
+                                                    {"sliding_log", Algorithm::sliding_log}};
 
 using Keys = std::span<const std::string_view>;
 
@@ -73,6 +77,10 @@ class Fields {
 
     Result<std::optional<std::string>> string(std::string_view key) const;
 
+    // The duration string at `key` ("500ms", "1s", "10m", "2h", "1d": digits
+    // and one unit) in ns, within min_ns..max_ns; nullopt when absent.
+    Result<std::optional<uint64_t>> duration(std::string_view key, uint64_t min_ns, uint64_t max_ns) const;
+
     template <class T, size_t N>
     Result<std::optional<T>> choice(std::string_view key, const Choice<T> (&choices)[N]) const {
         const toml::node* node = find(key);
@@ -110,8 +118,16 @@ struct ClassSettings {
 
 // Overrides in `settings` whatever `fields` sets.
 Status read_class_settings(const Fields& fields, ClassSettings& settings);
-// A bucket level (global, aggregate, new_sources), compiled for `cpus` CPUs.
+// A bucket level (global, new_sources), compiled for `cpus` CPUs.
 Result<sluice_level_limit> read_level(const Fields& level, const ClassSettings& inherited, uint32_t cpus);
+
+// A class aggregate: a bucket level as above when its algorithm is gcra (the
+// default; window all zero), else `limit` per `window` (rate_limits.h).
+struct Aggregate {
+    sluice_level_limit level{};
+    sluice_window_limit window{};
+};
+Result<Aggregate> read_aggregate(const Fields& level, const ClassSettings& inherited, uint32_t cpus);
 // A class's per_source level.
 Result<sluice_source_limit> read_source_level(const Fields& level, const ClassSettings& inherited);
 // A class's shape table.

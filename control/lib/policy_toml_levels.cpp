@@ -17,6 +17,12 @@ constexpr Choice<uint8_t> kTableFullChoices[] = {
     {"evict", SLUICE_TABLE_FULL_EVICT}, {"open", SLUICE_TABLE_FULL_OPEN}, {"closed", SLUICE_TABLE_FULL_CLOSED}};
 
 constexpr std::string_view kLevelKeys[] = {"rate", "burst", "unit", "accuracy", "lease", "lease_ttl_ms"};
+constexpr std::string_view kAggregateKeys[] = {"algorithm", "limit",    "window", "rate",        "burst",
+                                               "unit",      "accuracy", "lease",  "lease_ttl_ms"};
+// The keys that choose and set a window algorithm, and those only gcra (the
+// token bucket) takes.
+constexpr std::string_view kWindowKeys[] = {"algorithm", "limit", "window"};
+constexpr std::string_view kGcraKeys[] = {"rate", "burst", "accuracy", "lease", "lease_ttl_ms"};
 constexpr std::string_view kPerSourceKeys[] = {"rate", "burst", "unit", "prefix_v4", "prefix_v6"};
 // Keys of a bucket level that the per-source level does without: it is exact
 // across CPUs (GCRA in one shared table), so there is nothing to split or lease.
@@ -40,33 +46,20 @@ Result<HumanLimit> read_limit(const Fields& level, const ClassSettings& inherite
     return limit;
 }
 
-}  // namespace
-
-Status read_class_settings(const Fields& fields, ClassSettings& settings) {
-    auto unit = fields.choice("unit", kUnits);
-    if (!unit) return unit.error();
-    auto accuracy = fields.choice("accuracy", kAccuracies);
-    if (!accuracy) return accuracy.error();
-    auto table_full = fields.choice("on_table_full", kTableFullChoices);
-    if (!table_full) return table_full.error();
-    auto max_frame_bytes = fields.integer("max_frame_bytes", 1, SLUICE_COST_MAX);
-    if (!max_frame_bytes) return max_frame_bytes.error();
-    auto prefix_v4 = fields.integer("prefix_v4", 1, 32);
-    if (!prefix_v4) return prefix_v4.error();
-    auto prefix_v6 = fields.integer("prefix_v6", 1, 128);
-    if (!prefix_v6) return prefix_v6.error();
-
-    settings.unit = unit.value().value_or(settings.unit);
-    settings.accuracy = accuracy.value().value_or(settings.accuracy);
-    settings.on_table_full = table_full.value().value_or(settings.on_table_full);
-    settings.max_frame_bytes = static_cast<uint32_t>(max_frame_bytes.value().value_or(settings.max_frame_bytes));
-    settings.prefix_v4 = static_cast<uint8_t>(prefix_v4.value().value_or(settings.prefix_v4));
-    settings.prefix_v6 = static_cast<uint8_t>(prefix_v6.value().value_or(settings.prefix_v6));
+// global, new_sources and per_source are token buckets for now: say so
+// rather than "unknown key".
+Status refuse_window_keys(const Fields& level, std::string_view what_it_is) {
+    const std::string& name = level.name();
+    const std::string_view short_name = std::string_view(name).substr(name.rfind('.') + 1);
+    for (std::string_view key : kWindowKeys)
+        if (const toml::node* value = level.find(key))
+            return level.at(*value, key,
+                            "only the class aggregate chooses its algorithm so far; " + std::string(short_name) +
+                                " is " + std::string(what_it_is) + " (rate and burst)");
     return ok_status();
 }
 
-Result<sluice_level_limit> read_level(const Fields& level, const ClassSettings& inherited, uint32_t cpus) {
-    if (auto keys = level.only(kLevelKeys); !keys) return keys.error();
+Result<sluice_level_limit> read_bucket(const Fields& level, const ClassSettings& inherited, uint32_t cpus) {
     auto limit = read_limit(level, inherited);
     if (!limit) return limit.error();
     auto accuracy = level.choice("accuracy", kAccuracies);
@@ -95,7 +88,89 @@ Result<sluice_level_limit> read_level(const Fields& level, const ClassSettings& 
     return compiled.value();
 }
 
+}  // namespace
+
+Status read_class_settings(const Fields& fields, ClassSettings& settings) {
+    auto unit = fields.choice("unit", kUnits);
+    if (!unit) return unit.error();
+    auto accuracy = fields.choice("accuracy", kAccuracies);
+    if (!accuracy) return accuracy.error();
+    auto table_full = fields.choice("on_table_full", kTableFullChoices);
+    if (!table_full) return table_full.error();
+    auto max_frame_bytes = fields.integer("max_frame_bytes", 1, SLUICE_COST_MAX);
+    if (!max_frame_bytes) return max_frame_bytes.error();
+    auto prefix_v4 = fields.integer("prefix_v4", 1, 32);
+    if (!prefix_v4) return prefix_v4.error();
+    auto prefix_v6 = fields.integer("prefix_v6", 1, 128);
+    if (!prefix_v6) return prefix_v6.error();
+
+    settings.unit = unit.value().value_or(settings.unit);
+    settings.accuracy = accuracy.value().value_or(settings.accuracy);
+    settings.on_table_full = table_full.value().value_or(settings.on_table_full);
+    settings.max_frame_bytes = static_cast<uint32_t>(max_frame_bytes.value().value_or(settings.max_frame_bytes));
+    settings.prefix_v4 = static_cast<uint8_t>(prefix_v4.value().value_or(settings.prefix_v4));
+    settings.prefix_v6 = static_cast<uint8_t>(prefix_v6.value().value_or(settings.prefix_v6));
+    return ok_status();
+}
+
+Result<sluice_level_limit> read_level(const Fields& level, const ClassSettings& inherited, uint32_t cpus) {
+    if (auto refused = refuse_window_keys(level, "a token bucket"); !refused) return refused.error();
+    if (auto keys = level.only(kLevelKeys); !keys) return keys.error();
+    return read_bucket(level, inherited, cpus);
+}
+
+Result<Aggregate> read_aggregate(const Fields& level, const ClassSettings& inherited, uint32_t cpus) {
+    if (auto keys = level.only(kAggregateKeys); !keys) return keys.error();
+    auto algorithm = level.choice("algorithm", kAlgorithms);
+    if (!algorithm) return algorithm.error();
+    const Algorithm chosen = algorithm.value().value_or(Algorithm::gcra);
+    if (chosen == Algorithm::gcra) {
+        for (std::string_view key : {"limit", "window"})
+            if (const toml::node* value = level.find(key))
+                return level.at(*value, key,
+                                "needs algorithm = \"fixed_window\", \"sliding_window\" or \"sliding_log\"; gcra "
+                                "(the default) takes rate and burst");
+        auto bucket = read_bucket(level, inherited, cpus);
+        if (!bucket) return bucket.error();
+        return Aggregate{bucket.value(), {}};
+    }
+
+    const std::string name = quoted(algorithm_name(static_cast<uint8_t>(chosen)));
+    for (std::string_view key : kGcraKeys)
+        if (const toml::node* value = level.find(key))
+            return level.at(*value, key,
+                            "belongs to algorithm = \"gcra\" (the token bucket); algorithm = " + name +
+                                " counts limit units per window");
+    auto limit = level.integer("limit", 1, kUnbounded);
+    if (!limit) return limit.error();
+    auto window = level.duration("window", SLUICE_WINDOW_MIN_NS, SLUICE_WINDOW_MAX_NS);
+    if (!window) return window.error();
+    auto unit = level.choice("unit", kUnits);
+    if (!unit) return unit.error();
+    if (!limit.value()) return level.here("limit is required for algorithm = " + name + " (units per window)");
+    if (!window.value())
+        return level.here("window is required for algorithm = " + name + " (a duration such as \"1s\" or \"10m\")");
+
+    WindowSettings settings;
+    settings.algorithm = chosen;
+    settings.limit = static_cast<uint64_t>(*limit.value());
+    settings.window_ns = *window.value();
+    settings.unit = unit.value().value_or(inherited.unit);
+    settings.max_frame_bytes = inherited.max_frame_bytes;
+    // A unit inherited from the class or [defaults] is not in this table:
+    // point at the algorithm that cannot count it instead.
+    if (chosen == Algorithm::sliding_log && settings.unit == Unit::bytes && !unit.value())
+        return level.at(*level.find("algorithm"), "algorithm",
+                        "sliding_log counts admissions, not bytes, and this class's unit is \"bytes\" (from the "
+                        "class or [defaults]); set unit = \"packets\" or \"tcp_syn\" here, or use fixed_window or "
+                        "sliding_window for a limit in bytes");
+    auto compiled = compile_window_level(settings, level.name());
+    if (!compiled) return level.limit_error(compiled.error());
+    return Aggregate{compiled.value().level, compiled.value().window};
+}
+
 Result<sluice_source_limit> read_source_level(const Fields& level, const ClassSettings& inherited) {
+    if (auto refused = refuse_window_keys(level, "GCRA"); !refused) return refused.error();
     for (std::string_view key : kNotPerSourceKeys)
         if (const toml::node* value = level.find(key))
             return level.at(*value, key,

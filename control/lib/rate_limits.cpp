@@ -25,6 +25,8 @@ Error field_error(std::string_view field, std::string_view setting, const std::s
     return Error{std::string(field) + ": " + what, std::string(setting)};
 }
 
+std::string quote(std::string_view text) { return "\"" + std::string(text) + "\""; }
+
 // ceil(a / b) for b > 0 without overflow.
 uint64_t div_ceil(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
@@ -181,6 +183,98 @@ Result<sluice_source_limit> compile_source_limit(const HumanLimit& limit, uint32
     }
     gcra.tolerance_ns = static_cast<uint64_t>(tolerance);
     return out;
+}
+
+Result<WindowLevel> compile_window_level(const WindowSettings& settings, std::string_view field) {
+    const std::string unit = unit_name(settings.unit);
+    const std::string algorithm = algorithm_name(static_cast<uint8_t>(settings.algorithm));
+    if (settings.algorithm == Algorithm::gcra ||
+        static_cast<uint8_t>(settings.algorithm) >= static_cast<uint8_t>(SLUICE_ALGORITHM_COUNT))
+        return field_error(field, "algorithm", "algorithm " + quote(algorithm) + " does not count by window");
+    if (settings.window_ns < SLUICE_WINDOW_MIN_NS || settings.window_ns > SLUICE_WINDOW_MAX_NS)
+        return field_error(field, "window",
+                           "window " + format_duration(settings.window_ns) + " is outside " +
+                               format_duration(SLUICE_WINDOW_MIN_NS) + ".." + format_duration(SLUICE_WINDOW_MAX_NS));
+    if (settings.limit == 0)
+        return field_error(field, "limit",
+                           "limit is 0; it must be at least 1 " + unit +
+                               " per window "
+                               "(use action = \"drop\" to refuse everything)");
+    if (settings.limit > kWindowLimitMax)
+        return field_error(field, "limit",
+                           "limit " + std::to_string(settings.limit) + " exceeds the maximum of " +
+                               std::to_string(kWindowLimitMax) + " " + unit + " per window (2^47 - 1)");
+    if (settings.algorithm == Algorithm::sliding_log) {
+        // The log keeps one time per admission, so it counts admissions only.
+        if (settings.unit == Unit::bytes)
+            return field_error(field, "unit",
+                               "sliding_log counts admissions (unit \"packets\" or \"tcp_syn\"), not bytes; use "
+                               "fixed_window or sliding_window for a limit in bytes");
+        if (settings.limit > SLUICE_LOG_MAX)
+            return field_error(field, "limit",
+                               "limit " + std::to_string(settings.limit) +
+                                   " is more than a sliding_log holds: the log keeps one time per admission, at "
+                                   "most " +
+                                   std::to_string(SLUICE_LOG_MAX) +
+                                   " per class; use sliding_window (approximate) or fixed_window for larger limits");
+    }
+    if (settings.unit == Unit::bytes && (settings.max_frame_bytes == 0 || settings.max_frame_bytes > SLUICE_COST_MAX))
+        return field_error(field, "max_frame_bytes",
+                           "largest frame " + std::to_string(settings.max_frame_bytes) + " bytes is outside 1.." +
+                               std::to_string(SLUICE_COST_MAX));
+    const uint64_t max_cost = max_cost_units(settings.unit, settings.max_frame_bytes);
+    if (settings.limit < max_cost)
+        return field_error(field, "limit",
+                           "limit " + std::to_string(settings.limit) + " " + unit +
+                               " is below the largest cost one packet is charged (" + std::to_string(max_cost) + " " +
+                               unit + "), so such packets could never pass; raise limit to at least " +
+                               std::to_string(max_cost));
+
+    WindowLevel out;
+    out.level.enabled = 1;
+    out.level.unit = static_cast<uint8_t>(settings.unit);
+    out.window.window_ns = settings.window_ns;
+    out.window.limit = settings.limit;
+    out.window.algorithm = static_cast<uint8_t>(settings.algorithm);
+    // The class aggregate's state is one struct under its bucket's lock, not
+    // a packed word: nothing wraps, nothing is narrowed.
+    out.window.index_bits = 64;
+    out.window.count_bits = 64;
+    return out;
+}
+
+std::string algorithm_name(uint8_t algorithm) {
+    switch (algorithm) {
+        case SLUICE_ALGORITHM_GCRA:
+            return "gcra";
+        case SLUICE_ALGORITHM_FIXED_WINDOW:
+            return "fixed_window";
+        case SLUICE_ALGORITHM_SLIDING_WINDOW:
+            return "sliding_window";
+        case SLUICE_ALGORITHM_SLIDING_LOG:
+            return "sliding_log";
+        default:
+            return "algorithm_" + std::to_string(algorithm);
+    }
+}
+
+std::string format_duration(uint64_t ns) {
+    static constexpr struct {
+        uint64_t ns;
+        const char* suffix;
+    } kSpans[] = {{86'400 * SLUICE_NANO, "d"},
+                  {3'600 * SLUICE_NANO, "h"},
+                  {60 * SLUICE_NANO, "m"},
+                  {SLUICE_NANO, "s"},
+                  {1'000'000, "ms"}};
+    for (const auto& [span, suffix] : kSpans)
+        if (ns != 0 && ns % span == 0) return std::to_string(ns / span) + suffix;
+    return std::to_string(ns) + "ns";
+}
+
+std::string describe_window(const sluice_window_limit& window, uint8_t unit) {
+    return std::to_string(window.limit) + " " + unit_name(static_cast<Unit>(unit)) + " per " +
+           format_duration(window.window_ns);
 }
 
 sluice_shape_drain compile_shape_drain(const sluice_level_limit& aggregate, uint32_t workers) {

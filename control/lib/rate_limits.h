@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "result.h"
@@ -17,6 +18,14 @@ namespace sluice {
 // packets pass the level uncharged.
 enum class Unit : uint8_t { packets = SLUICE_UNIT_PACKETS, bytes = SLUICE_UNIT_BYTES, tcp_syn = SLUICE_UNIT_TCP_SYN };
 enum class Accuracy : uint8_t { split = SLUICE_ACCURACY_SPLIT, lease = SLUICE_ACCURACY_LEASE };
+// How the class aggregate counts: gcra is the token bucket (rate, burst); the
+// window algorithms admit `limit` units per window (sluice/window.h).
+enum class Algorithm : uint8_t {
+    gcra = SLUICE_ALGORITHM_GCRA,
+    fixed_window = SLUICE_ALGORITHM_FIXED_WINDOW,
+    sliding_window = SLUICE_ALGORITHM_SLIDING_WINDOW,
+    sliding_log = SLUICE_ALGORITHM_SLIDING_LOG,
+};
 
 // Largest frame charged in byte mode unless the policy says otherwise: a
 // jumbo frame with two VLAN tags.
@@ -30,6 +39,10 @@ inline constexpr uint64_t kMaxLeaseTtlNs = 1'000'000'000;   // 1 s
 inline constexpr uint32_t kMinFrameBytes = 34;
 // Default lease size: the N CPUs together may hold at most burst/8 in leases.
 inline constexpr uint64_t kLeaseBurstDivisor = 8;
+
+// The largest window limit: the sliding window weighs counts in 2^-16 steps,
+// so limit << 16 and the estimate beside it must stay below 2^64 (abi.h).
+inline constexpr uint64_t kWindowLimitMax = (1ULL << 47) - 1;
 
 struct HumanLimit {
     uint64_t rate_per_s = 0;  // units (packets or bytes) per second
@@ -56,6 +69,40 @@ Result<sluice_limit> compile_limit(const HumanLimit& limit, uint64_t max_cost, s
 // Validate and precompute one bucket level (the class's new-source budget,
 // its aggregate, or the global ceiling).
 Result<sluice_level_limit> compile_level(const LevelSettings& settings, std::string_view field);
+
+// A window algorithm's limit, as the policy says it.
+struct WindowSettings {
+    Algorithm algorithm = Algorithm::fixed_window;
+    uint64_t limit = 0;      // units per window
+    uint64_t window_ns = 0;  // SLUICE_WINDOW_MIN_NS..SLUICE_WINDOW_MAX_NS
+    Unit unit = Unit::packets;
+    uint32_t max_frame_bytes = kDefaultMaxFrameBytes;  // largest cost in byte mode
+};
+
+// A class aggregate that counts by window: `level` only says enabled and
+// unit (its rates stay 0), `window` is the class entry's aggregate_window.
+struct WindowLevel {
+    sluice_level_limit level{};
+    sluice_window_limit window{};
+};
+
+// Validate and precompute a class aggregate of a window algorithm. Its state
+// is kept in full under the shared bucket's lock (index_bits = count_bits =
+// 64); generation is left 0 for carry_previous_limits to set. Errors name
+// `field` and, in Error::setting, the policy key (limit, window, unit,
+// max_frame_bytes, algorithm).
+Result<WindowLevel> compile_window_level(const WindowSettings& settings, std::string_view field);
+
+// "gcra", "fixed_window", "sliding_window", "sliding_log" (the policy's
+// spelling); "algorithm_<n>" for a value out of range.
+std::string algorithm_name(uint8_t algorithm);
+
+// A duration as the policy writes it: in the largest of d, h, m, s, ms that
+// divides it ("90s", "500ms"); "<n>ns" when none does.
+std::string format_duration(uint64_t ns);
+
+// "100 packets per 1s", "5 TCP SYNs per 500ms": a window limit in words.
+std::string describe_window(const sluice_window_limit& window, uint8_t unit);
 
 // Validate and precompute the per-source level (GCRA; exact across CPUs, so
 // it takes no accuracy). Its whole burst must fit in SLUICE_DEBT_MAX_NS.

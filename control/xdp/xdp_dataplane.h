@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -76,6 +77,7 @@ class XdpDataplane : public EnforcementPoint {
     DecisionCost decision_cost() override;
     bool decision_cost_enabled() const override { return run_time_stats_; }
     std::string kind() const override { return "xdp"; }
+    uint64_t window_restarts() const override { return window_restarts_.load(std::memory_order_relaxed); }
 
     Status attach(int ifindex, XdpMode mode);
     Status detach(int ifindex);
@@ -148,6 +150,7 @@ class XdpDataplane : public EnforcementPoint {
     bool run_time_stats_ = false;
     const std::function<void(const sluice_drop_event&)>* event_sink_ = nullptr;  // during drain_events
     std::mutex apply_mutex_;
+    std::atomic<uint64_t> window_restarts_{0};
     SyscallErrorCounts errors_{};
 };
 

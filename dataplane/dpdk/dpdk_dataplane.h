@@ -111,6 +111,7 @@ class DpdkDataplane final : public EnforcementPoint {
     DecisionCost decision_cost() override;
     bool decision_cost_enabled() const override { return true; }
     std::string kind() const override { return "dpdk"; }
+    uint64_t window_restarts() const override { return window_restarts_.load(std::memory_order_relaxed); }
 
     uint32_t worker_count() const { return static_cast<uint32_t>(workers_.size()); }
     Worker& worker(uint32_t index) { return workers_.at(index); }
@@ -138,6 +139,7 @@ class DpdkDataplane final : public EnforcementPoint {
     rte_rcu_qsbr* qsbr_ = nullptr;
     uint64_t tsc_hz_ = 0, tsc_base_ = 0, ns_base_ = 0;
     std::atomic<uint64_t> test_now_ns_{0};
+    std::atomic<uint64_t> window_restarts_{0};
     std::mutex apply_mutex_;
 };
 

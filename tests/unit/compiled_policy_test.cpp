@@ -163,11 +163,11 @@ TEST(CompiledPolicy, PerSourceLimitsAreBoundedAndNewSourcesNeedOne) {
 
 // A changed per-source limit gets the next generation and what its sources'
 // debts convert with; an unchanged one keeps both.
-TEST(CarryPreviousSourceLimits, ChangedLimitsGetTheNextGenerationAndAScale) {
+TEST(CarryPreviousLimits, ChangedLimitsGetTheNextGenerationAndAScale) {
     const CompiledPolicy running = two_classes();  // 100/s, burst 10: 10 ms a packet
     CompiledPolicy next = two_classes();
     next.classes[1].per_source = compile_source_limit({25, 10, Unit::packets}, 1518, "t").value();  // 40 ms
-    carry_previous_source_limits(running.classes, next);
+    carry_previous_limits(running.classes, next);
     EXPECT_EQ(next.classes[0].per_source.generation, 0);
     EXPECT_EQ(next.classes[0].per_source.previous_tolerance_ns, 0u);
     EXPECT_EQ(next.classes[1].per_source.generation, 1);
@@ -177,17 +177,190 @@ TEST(CarryPreviousSourceLimits, ChangedLimitsGetTheNextGenerationAndAScale) {
 
     // Applied again unchanged: the same generation, still converting.
     CompiledPolicy again = next;
-    carry_previous_source_limits(next.classes, again);
+    carry_previous_limits(next.classes, again);
     EXPECT_EQ(again.classes[1].per_source.generation, 1);
     EXPECT_EQ(again.classes[1].per_source.previous_scale, 4ULL << 32);
     // Four changes later the generation has come round.
     for (uint64_t rate : {20, 30, 40, 50}) {
         CompiledPolicy changed = again;
         changed.classes[1].per_source = compile_source_limit({rate, 10, Unit::packets}, 1518, "t").value();
-        carry_previous_source_limits(again.classes, changed);
+        carry_previous_limits(again.classes, changed);
         again = changed;
     }
     EXPECT_EQ(again.classes[1].per_source.generation, 1);
+}
+
+// Makes class `index` of `p` count `limit` per `window_ns` by `algorithm`.
+void set_window(CompiledPolicy& p, size_t index, Algorithm algorithm, uint64_t limit, uint64_t window_ns,
+                Unit unit = Unit::packets) {
+    WindowSettings settings;
+    settings.algorithm = algorithm;
+    settings.limit = limit;
+    settings.window_ns = window_ns;
+    settings.unit = unit;
+    settings.max_frame_bytes = 1518;
+    auto compiled = compile_window_level(settings, "t");
+    ASSERT_TRUE(compiled.ok()) << compiled.error().message;
+    p.classes[index].aggregate = compiled.value().level;
+    p.classes[index].aggregate_window = compiled.value().window;
+}
+
+TEST(CompiledPolicy, WindowAggregatesAreCheckedForWhatTheDataplaneRelies) {
+    CompiledPolicy p = two_classes();
+    set_window(p, 1, Algorithm::sliding_log, SLUICE_LOG_MAX, SLUICE_NANO, Unit::tcp_syn);
+    set_window(p, 0, Algorithm::fixed_window, kWindowLimitMax, SLUICE_WINDOW_MAX_NS, Unit::bytes);
+    auto status = validate(p);
+    ASSERT_TRUE(status.ok()) << status.error().message;
+
+    const auto refused = [&](auto change, std::string_view what) {
+        CompiledPolicy bad = p;
+        change(bad.classes[1]);
+        EXPECT_THAT(error_of(bad), HasSubstr(std::string(what)));
+    };
+    refused([](sluice_class_entry& c) { c.aggregate_window.algorithm = SLUICE_ALGORITHM_COUNT; },
+            "class 2: aggregate algorithm 4 out of range");
+    refused([](sluice_class_entry& c) { c.aggregate_window.window_ns = SLUICE_WINDOW_MIN_NS - 1; },
+            "class 2: aggregate window 999999 ns is outside 1000000..86400000000000");
+    refused([](sluice_class_entry& c) { c.aggregate_window.window_ns = SLUICE_WINDOW_MAX_NS + 1; },
+            "class 2: aggregate window 86400000000001 ns is outside");
+    refused([](sluice_class_entry& c) { c.aggregate_window.limit = 0; },
+            "class 2: aggregate limit 0 is outside 1..140737488355327");
+    refused(
+        [](sluice_class_entry& c) {
+            c.aggregate_window.algorithm = SLUICE_ALGORITHM_FIXED_WINDOW;
+            c.aggregate_window.limit = kWindowLimitMax + 1;
+        },
+        "class 2: aggregate limit 140737488355328 is outside");
+    refused([](sluice_class_entry& c) { c.aggregate_window.index_bits = 32; },
+            "class 2: aggregate window state must be kept in full (index_bits = count_bits = 64)");
+    refused([](sluice_class_entry& c) { c.aggregate_window.count_bits = 32; }, "kept in full");
+    refused([](sluice_class_entry& c) { c.aggregate_window.limit = SLUICE_LOG_MAX + 1; },
+            "class 2: sliding_log limit 33 exceeds the log's 32 entries");
+    refused([](sluice_class_entry& c) { c.aggregate.unit = SLUICE_UNIT_BYTES; },
+            "class 2: sliding_log counts admissions, not bytes");
+    refused([](sluice_class_entry& c) { c.aggregate.enabled = 0; },
+            "class 2: aggregate algorithm sliding_log but not enabled");
+    refused(
+        [](sluice_class_entry& c) {
+            c.shape.queue_packets = 10;
+            c.shape.max_delay_ns = 50'000'000;
+        },
+        "class 2: shaped, but its aggregate is sliding_log: the queue drains at a token-bucket rate");
+
+    // gcra: only the generation may be set.
+    CompiledPolicy gcra = two_classes();
+    gcra.classes[1].aggregate = make_level(1000, 100);
+    gcra.classes[1].aggregate_window.generation = 9;
+    status = validate(gcra);
+    EXPECT_TRUE(status.ok()) << status.error().message;
+    gcra.classes[1].aggregate_window.limit = 5;
+    EXPECT_THAT(error_of(gcra), HasSubstr("class 2: a gcra aggregate has a window limit set"));
+    gcra.classes[1].aggregate_window.limit = 0;
+    gcra.classes[1].aggregate_window.index_bits = 64;
+    EXPECT_THAT(error_of(gcra), HasSubstr("class 2: a gcra aggregate has a window limit set"));
+}
+
+// The window generation: kept while the count still means the same, the
+// version's otherwise, and each restart of an existing count reported.
+TEST(CarryPreviousLimits, AWindowCountRestartsOnlyWhenItsMeaningChanges) {
+    CompiledPolicy running = two_classes();
+    running.header.version = 5;
+    set_window(running, 1, Algorithm::fixed_window, 100, SLUICE_NANO);
+    running.classes[0].aggregate = make_level(1000, 100);
+    // The first version: every class is new, nothing restarts.
+    EXPECT_TRUE(carry_previous_limits({}, running).empty());
+    EXPECT_EQ(running.classes[0].aggregate_window.generation, 5u);
+    EXPECT_EQ(running.classes[1].aggregate_window.generation, 5u);
+    ASSERT_TRUE(validate(running).ok());
+
+    const auto next_of = [&](auto change) {
+        CompiledPolicy next = two_classes();
+        next.header.version = 8;
+        set_window(next, 1, Algorithm::fixed_window, 100, SLUICE_NANO);
+        next.classes[0].aggregate = make_level(2000, 100);  // gcra, its rate changed: no window state either way
+        change(next);
+        return next;
+    };
+
+    // Unchanged, or only the limit changed: the counts still mean units in that window.
+    for (uint64_t limit : {100u, 7u}) {
+        CompiledPolicy next =
+            next_of([&](CompiledPolicy& n) { set_window(n, 1, Algorithm::fixed_window, limit, SLUICE_NANO); });
+        EXPECT_TRUE(carry_previous_limits(running.classes, next).empty()) << limit;
+        EXPECT_EQ(next.classes[1].aggregate_window.generation, 5u) << limit;
+        EXPECT_EQ(next.classes[0].aggregate_window.generation, 5u) << "gcra stays gcra";
+        EXPECT_TRUE(validate(next).ok());
+    }
+
+    struct Case {
+        std::string name;
+        Algorithm algorithm;
+        uint64_t limit, window_ns;
+        Unit unit;
+        std::string logged;
+    };
+    const Case cases[] = {
+        {"algorithm", Algorithm::sliding_window, 100, SLUICE_NANO, Unit::packets,
+         "class 2: aggregate algorithm fixed_window -> sliding_window: its count starts from fresh state"},
+        {"window", Algorithm::fixed_window, 100, 10 * SLUICE_NANO, Unit::packets,
+         "class 2: aggregate window 1s -> 10s: its count starts from fresh state"},
+        {"unit", Algorithm::fixed_window, 100, SLUICE_NANO, Unit::tcp_syn,
+         "class 2: aggregate unit packets -> tcp_syn: its count starts from fresh state"},
+        {"both", Algorithm::sliding_log, 10, 60 * SLUICE_NANO, Unit::packets,
+         "class 2: aggregate algorithm fixed_window -> sliding_log, window 1s -> 1m: its count starts from fresh "
+         "state"},
+    };
+    for (const Case& c : cases) {
+        CompiledPolicy next =
+            next_of([&](CompiledPolicy& n) { set_window(n, 1, c.algorithm, c.limit, c.window_ns, c.unit); });
+        const auto restarts = carry_previous_limits(running.classes, next);
+        ASSERT_EQ(restarts.size(), 1u) << c.name;
+        EXPECT_EQ(restarts[0].class_id, 2u);
+        EXPECT_EQ(restarts[0].before.algorithm, SLUICE_ALGORITHM_FIXED_WINDOW);
+        EXPECT_EQ(restarts[0].after.algorithm, static_cast<uint8_t>(c.algorithm));
+        EXPECT_EQ(describe(restarts[0]), c.logged);
+        EXPECT_EQ(next.classes[1].aggregate_window.generation, 8u) << c.name;
+        EXPECT_EQ(next.classes[0].aggregate_window.generation, 5u) << c.name;
+    }
+
+    // A log is laid out by its limit: a new limit restarts it.
+    CompiledPolicy log = two_classes();
+    log.header.version = 9;
+    set_window(log, 1, Algorithm::sliding_log, 10, SLUICE_NANO);
+    carry_previous_limits(running.classes, log);
+    CompiledPolicy smaller = log;
+    smaller.header.version = 10;
+    set_window(smaller, 1, Algorithm::sliding_log, 5, SLUICE_NANO);
+    auto restarts = carry_previous_limits(log.classes, smaller);
+    ASSERT_EQ(restarts.size(), 1u);
+    EXPECT_EQ(describe(restarts[0]), "class 2: aggregate sliding_log limit 10 -> 5: its count starts from fresh state");
+    EXPECT_EQ(smaller.classes[1].aggregate_window.generation, 10u);
+
+    // gcra -> window restarts (reported); window -> gcra takes a new
+    // generation but is no restart: the token bucket carries on.
+    CompiledPolicy to_window = next_of([](CompiledPolicy&) {});
+    set_window(to_window, 0, Algorithm::sliding_window, 50, SLUICE_NANO);
+    CompiledPolicy to_gcra = to_window;
+    to_gcra.classes[1].aggregate = make_level(1000, 100);
+    to_gcra.classes[1].aggregate_window = sluice_window_limit{};
+    restarts = carry_previous_limits(running.classes, to_gcra);
+    ASSERT_EQ(restarts.size(), 1u);
+    EXPECT_EQ(restarts[0].class_id, 1u);
+    EXPECT_EQ(describe(restarts[0]),
+              "class 1: aggregate algorithm gcra -> sliding_window: its count starts from fresh state");
+    EXPECT_EQ(to_gcra.classes[0].aggregate_window.generation, 8u);
+    EXPECT_EQ(to_gcra.classes[1].aggregate_window.generation, 8u);
+    EXPECT_TRUE(validate(to_gcra).ok());
+
+    // A class without an aggregate before, or a new one, had no count to lose.
+    CompiledPolicy bare = two_classes();
+    CompiledPolicy with = next_of([](CompiledPolicy&) {});
+    with.classes.push_back(with.classes[1]);
+    with.classes.back().class_id = 3;
+    restarts = carry_previous_limits(bare.classes, with);
+    EXPECT_TRUE(restarts.empty());
+    EXPECT_EQ(with.classes[1].aggregate_window.generation, 8u);
+    EXPECT_EQ(with.classes[2].aggregate_window.generation, 8u);
 }
 
 // A per-source bucket that takes too long to refill is refused with the

@@ -66,6 +66,7 @@ class FakePoint : public EnforcementPoint {
     DecisionCost decision_cost() override { return {}; }
     bool decision_cost_enabled() const override { return true; }
     std::string kind() const override { return "dpdk"; }
+    uint64_t window_restarts() const override { return 2; }  // as if applies had restarted two window counts
 
     void set_counter(uint32_t class_id, uint32_t verdict, uint32_t reason, sluice_counter value) {
         std::lock_guard lock(mutex_);
@@ -237,10 +238,12 @@ TEST_F(DaemonFixedTest, StatsReportThePortsCountersByClass) {
     EXPECT_EQ((*found)["pass_bytes"], 6400);
     EXPECT_EQ((*found)["drop_packets"], 7);
     EXPECT_EQ((*found)["drops_by_reason"], (json{{"source", 7}}));
+    EXPECT_EQ(port["stats"]["window_restarts"], 2) << stats.dump();
 
     const CtlRun human = ctl({"stats"});
     EXPECT_EQ(human.status, 0) << human.err;
     EXPECT_EQ(human.out.rfind("port0: policy version 1, ", 0), 0u) << human.out;
+    EXPECT_NE(human.out.find(" window_restarts=2"), std::string::npos) << human.out;
 }
 
 TEST_F(DaemonFixedTest, DropEventsFeedTop) {

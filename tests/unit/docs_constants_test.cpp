@@ -90,5 +90,13 @@ TEST(DocsConstants, ThePolicySchemaStatesThePrefixLimit) {
     EXPECT_NE(schema.find(stated), std::string::npos) << "policy-schema.md should say: " << stated;
 }
 
+TEST(DocsConstants, ThePolicySchemaStatesTheLogLimit) {
+    const std::string schema = read_doc(kExamples / "policy-schema.md");
+    const std::string stated =
+        "the log keeps one time per admission, at most " + std::to_string(SLUICE_LOG_MAX) + " per class";
+    EXPECT_NE(schema.find(stated), std::string::npos) << "policy-schema.md should say: " << stated;
+    EXPECT_NE(schema.find("`sliding_log`: 1.." + std::to_string(SLUICE_LOG_MAX)), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sluice::test

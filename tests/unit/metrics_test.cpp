@@ -64,6 +64,7 @@ DaemonSnapshot snapshot_with_traffic() {
     sl0.syscall_errors.emplace();
     (*sl0.syscall_errors)[static_cast<size_t>(SyscallOp::map_lookup)] = 4;
     sl0.decision_cost = {2'000'000'000, 10'000'000};
+    sl0.window_restarts = 5;
     sluice_source_key key{};
     key.class_id = 1;
     key.family = SLUICE_FAMILY_IPV4;
@@ -113,6 +114,7 @@ TEST(Metrics, CostStateAndPolicy) {
     EXPECT_EQ(value(families, "sluice_policy_info", {{"version", "3"}, {"sha256", "abc"}}), 1);
     EXPECT_EQ(value(families, "sluice_policy_pushes_total", {{"result", "rejected"}}), 1);
     EXPECT_EQ(value(families, "sluice_interface_policy_version", {{"interface", "sl0"}}), 3);
+    EXPECT_EQ(value(families, "sluice_window_restarts_total", {{"interface", "sl0"}}), 5);
     EXPECT_EQ(value(families, "sluice_control_requests_total", {{"verb", "status"}, {"result", "ok"}}), 5);
     EXPECT_EQ(value(families, "sluice_hot_source_drop_rate", {{"source", "10.2.0.1"}, {"class", "default"}}), 1234.5);
 }

@@ -3,6 +3,7 @@
 // versions, and that every refusal says file:line:column and which setting.
 #include <gmock/gmock.h>
 
+#include <cstring>
 #include <string>
 
 #include "policy_toml.h"
@@ -77,16 +78,21 @@ TEST(PolicyToml, TheExampleFileLoads) {
         numbered.header.version = 1;
         EXPECT_TRUE(validate(numbered).ok());
         EXPECT_EQ(policy.class_ids,
-                  (Ids{{"default", 1}, {"web", 2}, {"partner", 3}, {"monitoring", 4}, {"blocked", 5}}));
+                  (Ids{{"default", 1}, {"web", 2}, {"partner", 3}, {"monitoring", 4}, {"blocked", 5}, {"admin", 6}}));
         EXPECT_EQ(policy.compiled.header.default_class_id, 1u);
         EXPECT_TRUE(policy.compiled.header.global.enabled);
-        EXPECT_EQ(policy.compiled.prefixes.size(), 8u);
+        EXPECT_EQ(policy.compiled.prefixes.size(), 9u);
         EXPECT_EQ(entry(policy, "web").aggregate.unit, SLUICE_UNIT_BYTES);
         EXPECT_EQ(entry(policy, "partner").prefix_v4, 24);
         EXPECT_EQ(entry(policy, "partner").on_table_full, SLUICE_TABLE_FULL_CLOSED);
         EXPECT_TRUE(entry(policy, "default").new_sources.enabled);
         EXPECT_EQ(entry(policy, "monitoring").action, SLUICE_ACTION_PASS);
         EXPECT_EQ(entry(policy, "blocked").action, SLUICE_ACTION_DROP);
+        const sluice_window_limit& admin = entry(policy, "admin").aggregate_window;
+        EXPECT_EQ(admin.algorithm, SLUICE_ALGORITHM_SLIDING_LOG);
+        EXPECT_EQ(admin.limit, 10u);
+        EXPECT_EQ(admin.window_ns, 60 * SLUICE_NANO);
+        EXPECT_EQ(entry(policy, "admin").aggregate.unit, SLUICE_UNIT_TCP_SYN);
     }
 }
 
@@ -464,6 +470,175 @@ TEST(PolicyToml, ShapeKeysAreRequiredKnownAndInRange) {
                 StartsWith("p.toml:6:9: class \"bulk\".shape: expected a table, got an integer (1024)"));
 }
 
+// "bulk" with `aggregate = <table>` on line 5 (column 13 opens the table).
+std::string window_class(std::string_view aggregate, std::string_view before = "") {
+    return bulk_class("name = \"bulk\"\n" + std::string(before) + "aggregate = " + std::string(aggregate) + "\n");
+}
+
+TEST(PolicyToml, AWindowAggregateCompilesToItsLimitAndWindow) {
+    struct Case {
+        std::string aggregate;
+        uint8_t algorithm;
+        uint64_t limit, window_ns;
+        uint8_t unit;
+    };
+    const Case cases[] = {
+        {R"({ algorithm = "fixed_window", limit = 100, window = "1s" })", SLUICE_ALGORITHM_FIXED_WINDOW, 100,
+         SLUICE_NANO, SLUICE_UNIT_PACKETS},
+        {R"({ algorithm = "sliding_window", limit = 140737488355327, window = "500ms", unit = "bytes" })",
+         SLUICE_ALGORITHM_SLIDING_WINDOW, (1ULL << 47) - 1, 500'000'000, SLUICE_UNIT_BYTES},
+        {R"({ algorithm = "sliding_log", limit = 32, window = "10m", unit = "tcp_syn" })", SLUICE_ALGORITHM_SLIDING_LOG,
+         32, 600 * SLUICE_NANO, SLUICE_UNIT_TCP_SYN},
+        {R"({ algorithm = "sliding_log", limit = 1, window = "1ms" })", SLUICE_ALGORITHM_SLIDING_LOG, 1, 1'000'000,
+         SLUICE_UNIT_PACKETS},
+        {R"({ algorithm = "fixed_window", limit = 9216, window = "1d", unit = "bytes" })",
+         SLUICE_ALGORITHM_FIXED_WINDOW, 9216, 86'400 * SLUICE_NANO, SLUICE_UNIT_BYTES},
+        {R"({ algorithm = "fixed_window", limit = 5, window = "2h" })", SLUICE_ALGORITHM_FIXED_WINDOW, 5,
+         7'200 * SLUICE_NANO, SLUICE_UNIT_PACKETS},
+        {R"({ algorithm = "fixed_window", limit = 5, window = "86400000ms" })", SLUICE_ALGORITHM_FIXED_WINDOW, 5,
+         86'400 * SLUICE_NANO, SLUICE_UNIT_PACKETS},
+    };
+    for (const Case& c : cases) {
+        const LoadedPolicy policy = load_ok(window_class(c.aggregate));
+        const sluice_class_entry& bulk = entry(policy, "bulk");
+        const sluice_window_limit& w = bulk.aggregate_window;
+        EXPECT_EQ(w.algorithm, c.algorithm) << c.aggregate;
+        EXPECT_EQ(w.limit, c.limit) << c.aggregate;
+        EXPECT_EQ(w.window_ns, c.window_ns) << c.aggregate;
+        EXPECT_EQ(w.index_bits, 64) << c.aggregate;
+        EXPECT_EQ(w.count_bits, 64) << c.aggregate;
+        EXPECT_EQ(w.generation, 0u) << "carry_previous_limits sets it";
+        EXPECT_EQ(bulk.aggregate.enabled, 1);
+        EXPECT_EQ(bulk.aggregate.unit, c.unit) << c.aggregate;
+        // Nothing of the token bucket is set.
+        sluice_level_limit expected{};
+        expected.enabled = 1;
+        expected.unit = c.unit;
+        EXPECT_EQ(std::memcmp(&bulk.aggregate, &expected, sizeof(expected)), 0) << c.aggregate;
+    }
+
+    // The unit comes from the class (or [defaults]) unless the aggregate says it.
+    const LoadedPolicy inherited =
+        load_ok(window_class(R"({ algorithm = "fixed_window", limit = 100, window = "1s" })", "unit = \"tcp_syn\"\n"));
+    EXPECT_EQ(entry(inherited, "bulk").aggregate.unit, SLUICE_UNIT_TCP_SYN);
+
+    // gcra, said or not, is today's token bucket with no window.
+    for (std::string_view aggregate :
+         {"{ rate = 1000, burst = 100 }", R"({ algorithm = "gcra", rate = 1000, burst = 100 })"}) {
+        const sluice_class_entry& bulk = entry(load_ok(window_class(aggregate)), "bulk");
+        EXPECT_EQ(bulk.aggregate.full.rate_per_s, 1000u);
+        const sluice_window_limit zero{};
+        EXPECT_EQ(std::memcmp(&bulk.aggregate_window, &zero, sizeof(zero)), 0) << aggregate;
+    }
+}
+
+TEST(PolicyToml, WindowKeysAreRefusedWhereTheyDoNotApply) {
+    // Window algorithms take no token-bucket keys.
+    const std::string fixed = R"(algorithm = "fixed_window", limit = 10, window = "1s")";
+    EXPECT_THAT(error_of(window_class("{ " + fixed + ", rate = 5 }")),
+                StartsWith("p.toml:5:77: class \"bulk\".aggregate.rate: belongs to algorithm = \"gcra\" (the token "
+                           "bucket); algorithm = \"fixed_window\" counts limit units per window"));
+    for (std::string_view key : {"burst = 5", "accuracy = \"split\"", "lease = 5", "lease_ttl_ms = 5"}) {
+        // The key starts at column 70; the error points at its value.
+        const std::string column = std::to_string(70 + key.find('=') + 2);
+        EXPECT_THAT(error_of(window_class("{ " + fixed + ", " + std::string(key) + " }")),
+                    StartsWith("p.toml:5:" + column + ": class \"bulk\".aggregate." +
+                               std::string(key.substr(0, key.find(' '))) + ": belongs to algorithm = \"gcra\""));
+    }
+    // ...and need both of theirs.
+    EXPECT_THAT(error_of(window_class(R"({ algorithm = "sliding_window", window = "1s" })")),
+                StartsWith("p.toml:5:13: class \"bulk\".aggregate: limit is required for algorithm = "
+                           "\"sliding_window\" (units per window)"));
+    EXPECT_THAT(error_of(window_class(R"({ algorithm = "sliding_log", limit = 3 })")),
+                StartsWith("p.toml:5:13: class \"bulk\".aggregate: window is required for algorithm = "
+                           "\"sliding_log\" (a duration such as \"1s\" or \"10m\")"));
+    // gcra takes no window keys.
+    EXPECT_THAT(error_of(window_class("{ rate = 5, burst = 5, limit = 10 }")),
+                StartsWith("p.toml:5:44: class \"bulk\".aggregate.limit: needs algorithm = \"fixed_window\", "
+                           "\"sliding_window\" or \"sliding_log\"; gcra (the default) takes rate and burst"));
+    EXPECT_THAT(error_of(window_class(R"({ algorithm = "gcra", rate = 5, burst = 5, window = "1s" })")),
+                StartsWith("p.toml:5:65: class \"bulk\".aggregate.window: needs algorithm = \"fixed_window\""));
+    EXPECT_THAT(error_of(window_class(R"({ algorithm = "leaky_bucket", rate = 5, burst = 5 })")),
+                StartsWith("p.toml:5:27: class \"bulk\".aggregate.algorithm: expected one of \"gcra\", "
+                           "\"fixed_window\", \"sliding_window\", \"sliding_log\", got a string (\"leaky_bucket\")"));
+
+    // Only the class aggregate chooses an algorithm.
+    EXPECT_THAT(error_of(bulk_class("name = \"bulk\"\nper_source = { rate = 5, burst = 5, algorithm = \"gcra\" }\n")),
+                StartsWith("p.toml:5:49: class \"bulk\".per_source.algorithm: only the class aggregate chooses its "
+                           "algorithm so far; per_source is GCRA (rate and burst)"));
+    EXPECT_THAT(error_of(bulk_class("name = \"bulk\"\nper_source = { rate = 5, burst = 5 }\n"
+                                    "new_sources = { limit = 5, rate = 5, burst = 5 }\n")),
+                StartsWith("p.toml:6:25: class \"bulk\".new_sources.limit: only the class aggregate chooses its "
+                           "algorithm so far; new_sources is a token bucket (rate and burst)"));
+    EXPECT_THAT(error_of("[global]\nrate = 5\nburst = 5\nwindow = \"1s\"\n[[class]]\nname = \"default\"\n"),
+                StartsWith("p.toml:4:10: global.window: only the class aggregate chooses its algorithm so far; "
+                           "global is a token bucket (rate and burst)"));
+    EXPECT_THAT(error_of("[defaults]\nalgorithm = \"fixed_window\"\n[[class]]\nname = \"default\"\n"),
+                StartsWith("p.toml:2:13: defaults.algorithm: goes in the class's aggregate table "
+                           "([class.aggregate]): only the class aggregate chooses its algorithm so far"));
+    EXPECT_THAT(error_of(bulk_class("name = \"bulk\"\nlimit = 5\n")),
+                StartsWith("p.toml:5:9: class \"bulk\".limit: goes in the class's aggregate table"));
+}
+
+TEST(PolicyToml, AWindowMustBeADurationWithinADay) {
+    const auto with_window = [](std::string_view window) {
+        return window_class(R"({ algorithm = "fixed_window", limit = 10, window = )" + std::string(window) + " }");
+    };
+    // column 64: the window's value
+    for (std::string_view bad :
+         {"\"1.5s\"", "\"1 s\"", "\"s\"", "\"\"", "\"10\"", "\"1w\"", "\"-1s\"", "\"1S\"", "\"1sec\"", "\" 1s\""})
+        EXPECT_THAT(error_of(with_window(bad)),
+                    StartsWith("p.toml:5:64: class \"bulk\".aggregate.window: expected a duration such as \"1s\", "
+                               "\"10m\" or \"500ms\" (an integer followed by ms, s, m, h or d), got " +
+                               std::string(bad)));
+    EXPECT_THAT(error_of(with_window("1")),
+                StartsWith("p.toml:5:64: class \"bulk\".aggregate.window: expected a duration such as \"1s\", "
+                           "\"10m\" or \"500ms\", got an integer (1)"));
+    for (std::string_view bad : {"\"0ms\"", "\"0s\"", "\"2d\"", "\"86401s\"", "\"1441m\"", "\"99999999999999999999s\""})
+        EXPECT_THAT(
+            error_of(with_window(bad)),
+            StartsWith("p.toml:5:64: class \"bulk\".aggregate.window: " + std::string(bad) + " is outside 1ms..1d"));
+}
+
+TEST(PolicyToml, WindowLimitsAreBoundedByWhatTheAlgorithmCanHold) {
+    EXPECT_THAT(error_of(window_class(R"({ algorithm = "fixed_window", limit = 0, window = "1s" })")),
+                StartsWith("p.toml:5:51: class \"bulk\".aggregate.limit: expected an integer of at least 1, got 0"));
+    EXPECT_THAT(error_of(window_class(R"({ algorithm = "fixed_window", limit = 140737488355328, window = "1s" })")),
+                StartsWith("p.toml:5:51: class \"bulk\".aggregate.limit: limit 140737488355328 exceeds the maximum of "
+                           "140737488355327 packets per window (2^47 - 1)"));
+    EXPECT_THAT(error_of(window_class(R"({ algorithm = "sliding_log", limit = 33, window = "1s" })")),
+                StartsWith("p.toml:5:50: class \"bulk\".aggregate.limit: limit 33 is more than a sliding_log holds: "
+                           "the log keeps one time per admission, at most 32 per class; use sliding_window "
+                           "(approximate) or fixed_window for larger limits"));
+    EXPECT_THAT(error_of(window_class(R"({ algorithm = "sliding_log", limit = 3, window = "1s", unit = "bytes" })")),
+                StartsWith("p.toml:5:75: class \"bulk\".aggregate.unit: sliding_log counts admissions (unit "
+                           "\"packets\" or \"tcp_syn\"), not bytes; use fixed_window or sliding_window for a limit "
+                           "in bytes"));
+    // A unit of bytes from the class: the algorithm is what cannot count it.
+    EXPECT_THAT(
+        error_of(window_class(R"({ algorithm = "sliding_log", limit = 3, window = "1s" })", "unit = \"bytes\"\n")),
+        StartsWith("p.toml:6:27: class \"bulk\".aggregate.algorithm: sliding_log counts admissions, not "
+                   "bytes, and this class's unit is \"bytes\" (from the class or [defaults])"));
+    // In bytes, a largest frame must fit in the limit, as it must in a burst.
+    EXPECT_THAT(error_of(window_class(R"({ algorithm = "fixed_window", limit = 1517, window = "1s", unit = "bytes" })",
+                                      "max_frame_bytes = 1518\n")),
+                StartsWith("p.toml:6:51: class \"bulk\".aggregate.limit: limit 1517 bytes is below the largest cost "
+                           "one packet is charged (1518 bytes), so such packets could never pass; raise limit to at "
+                           "least 1518"));
+    EXPECT_TRUE(load(window_class(R"({ algorithm = "sliding_window", limit = 1518, window = "1s", unit = "bytes" })",
+                                  "max_frame_bytes = 1518\n"))
+                    .ok());
+}
+
+TEST(PolicyToml, AShapedClassNeedsAGcraAggregate) {
+    EXPECT_THAT(error_of(bulk_class(R"toml(name = "bulk"
+aggregate = { algorithm = "fixed_window", limit = 100, window = "1s" }
+shape = { queue = 1024, max_delay_ms = 50 }
+)toml")),
+                StartsWith("p.toml:6:9: class \"bulk\": shape needs aggregate algorithm = \"gcra\": the queue drains "
+                           "at the aggregate's token-bucket rate, and algorithm = \"fixed_window\" has none"));
+}
+
 TEST(PolicyToml, ShapeNeedsAnAggregateLimitAndActionLimit) {
     EXPECT_THAT(error_of(bulk_class(R"toml(name = "bulk"
 per_source = { rate = 100, burst = 10 }
@@ -527,8 +702,8 @@ TEST(PolicyToml, UnknownKeysAreRefusedEverywhere) {
                            "unit, prefix_v4, prefix_v6"));
     // prefix_v4 is a per_source key, not an aggregate one.
     EXPECT_THAT(error_of("[[class]]\nname = \"default\"\naggregate = { rate = 1, burst = 1, prefix_v4 = 24 }\n"),
-                StartsWith("p.toml:3:36: class \"default\".aggregate.prefix_v4: unknown key; allowed here: rate, "
-                           "burst, unit, accuracy, lease, lease_ttl_ms"));
+                StartsWith("p.toml:3:36: class \"default\".aggregate.prefix_v4: unknown key; allowed here: "
+                           "algorithm, limit, window, rate, burst, unit, accuracy, lease, lease_ttl_ms"));
 }
 
 TEST(PolicyToml, TheFirstUnknownKeyInTheFileIsReported) {

@@ -3,6 +3,8 @@
 // refused, and that every refusal names the field and the value.
 #include <gmock/gmock.h>
 
+#include <cstring>
+
 #include "core_support.h"
 
 namespace sluice::test {
@@ -145,6 +147,92 @@ TEST(Limits, ErrorsNameTheSettingAtFault) {
 
 TEST(Limits, ZeroCpusIsRefused) {
     EXPECT_THAT(error_of(settings(10, 10, Unit::packets, Accuracy::split, 0)), HasSubstr("CPU count is 0"));
+}
+
+WindowSettings window(Algorithm algorithm, uint64_t limit, uint64_t window_ns, Unit unit = Unit::packets) {
+    WindowSettings s;
+    s.algorithm = algorithm;
+    s.limit = limit;
+    s.window_ns = window_ns;
+    s.unit = unit;
+    s.max_frame_bytes = 1518;
+    return s;
+}
+
+TEST(WindowLevel, CompilesToAFullStateWindowAndAnEnabledLevel) {
+    auto compiled = compile_window_level(window(Algorithm::sliding_window, 100'000, 250'000'000, Unit::bytes), "f");
+    ASSERT_TRUE(compiled.ok()) << compiled.error().message;
+    const sluice_window_limit& w = compiled.value().window;
+    EXPECT_EQ(w.window_ns, 250'000'000u);
+    EXPECT_EQ(w.limit, 100'000u);
+    EXPECT_EQ(w.algorithm, SLUICE_ALGORITHM_SLIDING_WINDOW);
+    EXPECT_EQ(w.index_bits, 64);
+    EXPECT_EQ(w.count_bits, 64);
+    EXPECT_EQ(w.generation, 0u);
+    sluice_level_limit expected{};
+    expected.enabled = 1;
+    expected.unit = SLUICE_UNIT_BYTES;
+    EXPECT_EQ(std::memcmp(&compiled.value().level, &expected, sizeof(expected)), 0);
+
+    // The bounds themselves are accepted.
+    EXPECT_TRUE(compile_window_level(window(Algorithm::fixed_window, kWindowLimitMax, SLUICE_WINDOW_MAX_NS), "f").ok());
+    EXPECT_TRUE(compile_window_level(window(Algorithm::sliding_log, SLUICE_LOG_MAX, SLUICE_WINDOW_MIN_NS), "f").ok());
+    EXPECT_EQ(kWindowLimitMax, (1ULL << 47) - 1);
+}
+
+TEST(WindowLevel, EachRefusalNamesItsSetting) {
+    struct Case {
+        WindowSettings settings;
+        std::string setting, message;
+    };
+    WindowSettings big_frame = window(Algorithm::fixed_window, 100, SLUICE_NANO, Unit::bytes);
+    big_frame.max_frame_bytes = SLUICE_COST_MAX + 1;
+    const Case cases[] = {
+        {window(Algorithm::gcra, 10, SLUICE_NANO), "algorithm",
+         "class \"ssh\".aggregate: algorithm \"gcra\" does not count by window"},
+        {window(Algorithm::fixed_window, 10, SLUICE_WINDOW_MIN_NS - 1), "window",
+         "class \"ssh\".aggregate: window 999999ns is outside 1ms..1d"},
+        {window(Algorithm::fixed_window, 10, SLUICE_WINDOW_MAX_NS + SLUICE_NANO), "window",
+         "class \"ssh\".aggregate: window 86401s is outside 1ms..1d"},
+        {window(Algorithm::fixed_window, 0, SLUICE_NANO), "limit",
+         "class \"ssh\".aggregate: limit is 0; it must be at least 1 packets per window (use action = \"drop\" to "
+         "refuse everything)"},
+        {window(Algorithm::sliding_window, kWindowLimitMax + 1, SLUICE_NANO), "limit",
+         "class \"ssh\".aggregate: limit 140737488355328 exceeds the maximum of 140737488355327 packets per window "
+         "(2^47 - 1)"},
+        {window(Algorithm::sliding_log, SLUICE_LOG_MAX + 1, SLUICE_NANO, Unit::tcp_syn), "limit",
+         "class \"ssh\".aggregate: limit 33 is more than a sliding_log holds: the log keeps one time per admission, "
+         "at most 32 per class; use sliding_window (approximate) or fixed_window for larger limits"},
+        {window(Algorithm::sliding_log, 10, SLUICE_NANO, Unit::bytes), "unit",
+         "class \"ssh\".aggregate: sliding_log counts admissions (unit \"packets\" or \"tcp_syn\"), not bytes; use "
+         "fixed_window or sliding_window for a limit in bytes"},
+        {window(Algorithm::fixed_window, 1517, SLUICE_NANO, Unit::bytes), "limit",
+         "class \"ssh\".aggregate: limit 1517 bytes is below the largest cost one packet is charged (1518 bytes), so "
+         "such packets could never pass; raise limit to at least 1518"},
+        {big_frame, "max_frame_bytes", "class \"ssh\".aggregate: largest frame 65536 bytes is outside 1..65535"},
+    };
+    for (const Case& c : cases) {
+        auto compiled = compile_window_level(c.settings, "class \"ssh\".aggregate");
+        ASSERT_FALSE(compiled.ok()) << c.message;
+        EXPECT_EQ(compiled.error().message, c.message);
+        EXPECT_EQ(compiled.error().setting, c.setting) << c.message;
+    }
+}
+
+TEST(WindowLevel, DurationsAndLimitsReadAsThePolicyWritesThem) {
+    EXPECT_EQ(format_duration(1'000'000), "1ms");
+    EXPECT_EQ(format_duration(1'500'000'000), "1500ms");
+    EXPECT_EQ(format_duration(90 * SLUICE_NANO), "90s");
+    EXPECT_EQ(format_duration(600 * SLUICE_NANO), "10m");
+    EXPECT_EQ(format_duration(7'200 * SLUICE_NANO), "2h");
+    EXPECT_EQ(format_duration(SLUICE_WINDOW_MAX_NS), "1d");
+    EXPECT_EQ(format_duration(1'500), "1500ns");
+    EXPECT_EQ(format_duration(0), "0ns");
+    EXPECT_EQ(algorithm_name(SLUICE_ALGORITHM_SLIDING_LOG), "sliding_log");
+    EXPECT_EQ(algorithm_name(9), "algorithm_9");
+    auto ssh = compile_window_level(window(Algorithm::sliding_log, 10, 60 * SLUICE_NANO, Unit::tcp_syn), "f");
+    ASSERT_TRUE(ssh.ok());
+    EXPECT_EQ(describe_window(ssh.value().window, ssh.value().level.unit), "10 TCP SYNs per 1m");
 }
 
 }  // namespace

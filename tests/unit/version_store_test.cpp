@@ -335,6 +335,25 @@ TEST_F(VersionStoreTest, AShapeChangeIsANewVersionWithAVisibleDiff) {
     EXPECT_THAT(diff, HasSubstr("\n [class.shape]\n max_delay_ms = 50\n-queue = 1024\n+queue = 4096\n"));
 }
 
+// A policy whose "ssh" class counts its aggregate by `algorithm`.
+std::string windowed(std::string_view algorithm) {
+    return "[[class]]\nname = \"default\"\n\n[[class]]\nname = \"ssh\"\nmatch = [\"192.0.2.0/24\"]\n"
+           "aggregate = { algorithm = \"" +
+           std::string(algorithm) + "\", limit = 10, window = \"1m\", unit = \"tcp_syn\" }\n";
+}
+
+TEST_F(VersionStoreTest, AnAlgorithmChangeIsANewVersionWithAVisibleDiff) {
+    VersionStore store = open_store();
+    ASSERT_EQ(push(store, windowed("sliding_log")), 1u);
+    EXPECT_TRUE(store.same_as_current(windowed("sliding_log")));
+    EXPECT_FALSE(store.same_as_current(windowed("fixed_window")));
+    ASSERT_EQ(push(store, windowed("fixed_window")), 2u);
+    const std::string diff = diff_policies(store.get(1).value(), store.get(2).value());
+    EXPECT_THAT(diff,
+                HasSubstr("\n [class.aggregate]\n-algorithm = \"sliding_log\"\n+algorithm = \"fixed_window\"\n limit = "
+                          "10\n unit = \"tcp_syn\"\n window = \"1m\"\n"));
+}
+
 PolicyVersion with_text(uint64_t number, std::string canonical) {
     PolicyVersion version;
     version.version = number;
