@@ -329,7 +329,7 @@ TEST_P(XdpRealClockWindows, OneFloodedClassNeverPassesItsAlgorithmsBound) {
     const uint64_t bound = scenarios::window_bound(c.algorithm, c.limit, c.window_ns, w.begin_ns, w.end_ns);
     const uint64_t floor =
         scenarios::window_floor(c.algorithm, c.limit, c.window_ns, w.flooded_begin_ns, w.flooded_end_ns);
-    std::cout << "[ window   ] " << scenarios::window_case_name({c, 0}) << " N=" << cpus_ << " T=" << w.seconds
+    std::cout << "[ window   ] " << algorithm_name(c.algorithm) << " N=" << cpus_ << " T=" << w.seconds
               << " s offered=" << w.offered << " admitted=" << admitted << " bound=" << bound
               << " admitted/bound=" << static_cast<double>(admitted) / bound
               << " (windows flooded throughout: " << floor << ")\n";

@@ -156,13 +156,14 @@ class PolicyBuilder {
         if (spec.new_sources) cls.new_sources = compile(*spec.new_sources, cpus_);
         if (spec.aggregate) cls.aggregate = compile(*spec.aggregate, cpus_);
         if (spec.aggregate_window) {
-            cls.aggregate.enabled = 1;
-            cls.aggregate.unit = static_cast<uint8_t>(spec.aggregate_window->unit);
-            cls.aggregate_window.algorithm = spec.aggregate_window->algorithm;
-            cls.aggregate_window.limit = spec.aggregate_window->limit;
-            cls.aggregate_window.window_ns = spec.aggregate_window->window_ns;
-            cls.aggregate_window.index_bits = 64;  // in full, under the shared bucket's lock
-            cls.aggregate_window.count_bits = 64;
+            const WindowLimit& w = *spec.aggregate_window;
+            auto level = compile_window_level(
+                {static_cast<Algorithm>(w.algorithm), w.limit, w.window_ns, w.unit, kDefaultMaxFrameBytes}, "test");
+            EXPECT_TRUE(level.ok()) << describe(level);
+            if (level.ok()) {
+                cls.aggregate = level.value().level;
+                cls.aggregate_window = level.value().window;
+            }
         }
         if (policy_.classes.empty() && !default_set_) policy_.header.default_class_id = spec.id;
         policy_.classes.push_back(cls);

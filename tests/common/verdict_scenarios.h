@@ -727,14 +727,7 @@ inline const WindowCase kWindowCases[] = {{SLUICE_ALGORITHM_FIXED_WINDOW, 10'000
                                           {SLUICE_ALGORITHM_SLIDING_LOG, SLUICE_LOG_MAX, 10 * kMs}};
 
 inline std::string window_case_name(const ::testing::TestParamInfo<WindowCase>& info) {
-    switch (info.param.algorithm) {
-    case SLUICE_ALGORITHM_FIXED_WINDOW:
-        return "fixed_window";
-    case SLUICE_ALGORITHM_SLIDING_WINDOW:
-        return "sliding_window";
-    default:
-        return "sliding_log";
-    }
+    return algorithm_name(info.param.algorithm);
 }
 
 // ---- composition (run once per accuracy mode) ----------------------------------------

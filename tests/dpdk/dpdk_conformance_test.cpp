@@ -191,7 +191,7 @@ TEST_P(DpdkWorkersRealClock, OneFloodedClassNeverPassesItsAlgorithmsBound) {
     const uint64_t admitted = counts_now.packets(1, kPass, SLUICE_REASON_ADMITTED);
     const uint64_t bound = scenarios::window_bound(c.algorithm, c.limit, c.window_ns, begin, end);
     const uint64_t floor = scenarios::window_floor(c.algorithm, c.limit, c.window_ns, flooded_begin, flooded_end);
-    std::cout << "[ window   ] " << scenarios::window_case_name({c, 0}) << " workers=2 offered=" << offered.load()
+    std::cout << "[ window   ] " << algorithm_name(c.algorithm) << " workers=2 offered=" << offered.load()
               << " admitted=" << admitted << " bound=" << bound
               << " admitted/bound=" << static_cast<double>(admitted) / bound
               << " (windows flooded throughout: " << floor << ")\n";
