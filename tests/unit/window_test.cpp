@@ -474,5 +474,91 @@ TEST(WindowConcurrency, TheLogUnderItsLockAdmitsExactlyItsLimit) {
     EXPECT_EQ(admitted.load(), SLUICE_LOG_MAX);
 }
 
+// ---- a window level's state in full (the class aggregate's) ---------------------------
+
+// As sluice_decide uses it: ask first (which must answer what the model
+// would, and change nothing the model can see), then admit for real.
+TEST(WindowState, AskThenAdmitMatchesTheModelsForEveryAlgorithm) {
+    for (uint8_t algorithm :
+         {SLUICE_ALGORITHM_FIXED_WINDOW, SLUICE_ALGORITHM_SLIDING_WINDOW, SLUICE_ALGORITHM_SLIDING_LOG}) {
+        for (uint64_t seed = 1; seed <= 40; seed++) {
+            std::mt19937_64 rng(seed);
+            const bool log = algorithm == SLUICE_ALGORITHM_SLIDING_LOG;
+            const uint64_t window_ns = std::vector<uint64_t>{kMs, kSecond, 7 * kSecond + 3}[rng() % 3];
+            const uint64_t limit = log ? 1 + rng() % SLUICE_LOG_MAX : 3 + rng() % 1000;
+            auto l = window_limit(algorithm, window_ns, limit, 64, 64);
+            l.generation = 9;
+            WindowModel windows{window_ns, limit, algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW, {}, 0};
+            LogModel times{window_ns, limit, {}};
+            sluice_window_state state{};
+            size_t step = 0;
+            for (uint64_t now : random_trace(rng, window_ns, 2000)) {
+                const uint64_t cost = log ? 1 : random_cost(rng, false);
+                const bool expected = log ? times.decide(now) : windows.decide(now, cost);
+                const int asked = sluice_window_state_decide(&l, &state, now, cost, 0, nullptr);
+                const int admitted = sluice_window_state_decide(&l, &state, now, cost, 1, nullptr);
+                ASSERT_EQ(asked, expected) << "algorithm " << int(algorithm) << " seed " << seed << " step " << step;
+                ASSERT_EQ(admitted, expected) << "algorithm " << int(algorithm) << " seed " << seed << " step " << step;
+                step++;
+            }
+        }
+    }
+}
+
+// A refund after an admission leaves the state as if the packet had never
+// come (sluice_decide takes the window's units back when the source refuses).
+TEST(WindowState, ARefundUndoesTheAdmission) {
+    for (uint8_t algorithm :
+         {SLUICE_ALGORITHM_FIXED_WINDOW, SLUICE_ALGORITHM_SLIDING_WINDOW, SLUICE_ALGORITHM_SLIDING_LOG}) {
+        const auto l = window_limit(algorithm, kSecond, 4, 64, 64);
+        sluice_window_state state{};
+        const uint64_t start = kT0 / kSecond * kSecond;
+        for (uint64_t i = 0; i < 3; i++) ASSERT_TRUE(sluice_window_state_decide(&l, &state, start + i, 1, 1, nullptr));
+        // Into the next window, for the sliding window's previous count too.
+        const uint64_t later = algorithm == SLUICE_ALGORITHM_SLIDING_LOG ? start + 10 : start + kSecond + 10;
+        const sluice_window_state before = state;
+        ASSERT_TRUE(sluice_window_state_decide(&l, &state, later, 1, 1, nullptr)) << int(algorithm);
+        sluice_window_state_refund(&l, &state, later, 1);
+        if (algorithm == SLUICE_ALGORITHM_SLIDING_LOG) {
+            EXPECT_EQ(state.log.used, before.log.used);
+            EXPECT_EQ(state.log.head, before.log.head);
+        } else {
+            // The counts now describe the later window, without this packet.
+            sluice_window_state replay = before;
+            sluice_window_count next{};
+            sluice_window_step(&l, &replay.count, later, 0, &next, nullptr);
+            EXPECT_EQ(state.count.index, next.index) << int(algorithm);
+            EXPECT_EQ(state.count.prev, next.prev) << int(algorithm);
+            EXPECT_EQ(state.count.cur, next.cur) << int(algorithm);
+        }
+        // And the one unit is there to take again, no more.
+        EXPECT_TRUE(sluice_window_state_decide(&l, &state, later, 1, 1, nullptr)) << int(algorithm);
+    }
+}
+
+// State written under another generation (another algorithm, another
+// window) counts nothing, and is the new generation's from then on.
+TEST(WindowState, AnotherGenerationsStateReadsAsEmpty) {
+    auto fixed = window_limit(SLUICE_ALGORITHM_FIXED_WINDOW, kSecond, 2, 64, 64);
+    fixed.generation = 1;
+    sluice_window_state state{};
+    EXPECT_TRUE(sluice_window_state_decide(&fixed, &state, kT0, 2, 1, nullptr));
+    EXPECT_FALSE(sluice_window_state_decide(&fixed, &state, kT0, 1, 0, nullptr));
+
+    auto log = window_limit(SLUICE_ALGORITHM_SLIDING_LOG, kSecond, 2, 64, 64);
+    log.generation = 2;
+    EXPECT_TRUE(sluice_window_state_decide(&log, &state, kT0, 1, 1, nullptr));
+    EXPECT_TRUE(sluice_window_state_decide(&log, &state, kT0, 1, 1, nullptr));
+    EXPECT_FALSE(sluice_window_state_decide(&log, &state, kT0, 1, 1, nullptr));
+    EXPECT_EQ(state.generation, 2u);
+
+    // Back to the fixed window: its count of 2 is gone with its generation.
+    fixed.generation = 3;
+    EXPECT_TRUE(sluice_window_state_decide(&fixed, &state, kT0, 2, 1, nullptr));
+    // A refund under a stale generation touches nothing.
+    sluice_window_state_refund(&log, &state, kT0, 1);
+    EXPECT_EQ(state.count.cur, 2u);
+}
+
 }  // namespace
 }  // namespace sluice::test
