@@ -281,6 +281,17 @@ Result<CompiledPolicy> single_class_policy(uint64_t rate, uint64_t burst, Accura
     return policy;
 }
 
+Result<CompiledPolicy> single_class_policy(uint64_t rate, uint64_t burst, Accuracy accuracy, uint32_t cpus,
+                                           const WindowSettings& aggregate) {
+    auto policy = single_class_policy(rate, burst, accuracy, cpus);
+    if (!policy) return policy.error();
+    auto windowed = compile_window_level(aggregate, "aggregate");
+    if (!windowed) return windowed.error();
+    policy.value().classes[0].aggregate = windowed.value().level;
+    policy.value().classes[0].aggregate_window = windowed.value().window;
+    return policy;
+}
+
 std::vector<uint8_t> udp_frame(bool ipv6) { return test::sample_udp_frame(ipv6); }
 
 }  // namespace sluice::bench

@@ -123,6 +123,10 @@ class SpreadSluiceProgram {
 // budget).
 Result<CompiledPolicy> single_class_policy(uint64_t rate, uint64_t burst, Accuracy accuracy, uint32_t cpus);
 
+// The same, but the class aggregate counts by `aggregate` (a window algorithm).
+Result<CompiledPolicy> single_class_policy(uint64_t rate, uint64_t burst, Accuracy accuracy, uint32_t cpus,
+                                           const WindowSettings& aggregate);
+
 // A UDP frame with 18 bytes of payload: IPv4 192.0.2.1 -> 198.51.100.1, or
 // IPv6 2001:db8::1 -> 2001:db8::2.
 std::vector<uint8_t> udp_frame(bool ipv6);

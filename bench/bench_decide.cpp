@@ -5,7 +5,11 @@
 // per-source limiter pays), on the same frames, in the same run, interleaved
 // round by round so drift hits all alike; the figures that matter are the
 // ratios. Split and lease are the accuracy of the class aggregate and global
-// ceiling; the source level is the same table in both.
+// ceiling; the source level is the same table in both. Then the class
+// aggregate by algorithm (the global in lease mode): fixed and sliding
+// window admit every packet, as the buckets do; the sliding log holds at
+// most 32 a window, so under a benchmark's rate its row is the refusal at
+// the class (the ask under the class's lock, nothing committed).
 //
 // Traffic: one hot source (IPv4, IPv6), and many sources (64K, 1M) through
 // the benchmark-only switch of ebpf/bench_sources.h, which both programs
@@ -22,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 
 #include "bench_subcommands.h"
@@ -37,7 +42,7 @@ struct Traffic {
 
 struct Case {
     const Traffic* traffic;
-    std::string program;  // "baseline", "probe", "split", "lease"
+    std::string program;  // "baseline", "probe", "split", "lease", or a window algorithm's name
     int fd;
     double call_ns = 0;            // the fixed cost of one BPF_PROG_TEST_RUN call
     std::vector<double> ns;        // one figure per round
@@ -55,6 +60,26 @@ double median(std::vector<double> values) {
     return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
+// The class aggregate's window algorithms, each a program of its own.
+const WindowSettings kWindowPrograms[] = {
+    {Algorithm::fixed_window, kWindowLimitMax, SLUICE_NANO, Unit::packets, kDefaultMaxFrameBytes},
+    {Algorithm::sliding_window, kWindowLimitMax, SLUICE_NANO, Unit::packets, kDefaultMaxFrameBytes},
+    {Algorithm::sliding_log, SLUICE_LOG_MAX, SLUICE_WINDOW_MIN_NS, Unit::packets, kDefaultMaxFrameBytes},
+};
+
+// Opens a dataplane with a table of `capacity` entries and applies `policy`.
+Result<std::unique_ptr<XdpDataplane>> open_with(uint32_t capacity,
+                                                const std::function<Result<CompiledPolicy>(uint32_t)>& policy) {
+    XdpOptions xdp_options;
+    xdp_options.source_capacity = capacity;
+    auto opened = XdpDataplane::open(xdp_options);
+    if (!opened) return Error{"loading ebpf/sluice.bpf.c (root needed): " + opened.error().message};
+    auto compiled = policy(opened.value()->possible_cpus());
+    if (!compiled) return compiled.error();
+    if (auto status = opened.value()->apply(compiled.value()); !status) return status.error();
+    return std::move(opened.value());
+}
+
 }  // namespace
 
 Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Json& report) {
@@ -69,7 +94,7 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
     // One dataplane per accuracy mode and table size. Hot sources and 64K
     // run on the default table (2^20 entries); larger counts on tables with
     // two entries per source. The probe's hash map gets as many entries.
-    std::map<std::pair<uint32_t, Accuracy>, std::unique_ptr<XdpDataplane>> dataplanes;
+    std::map<std::pair<uint32_t, std::string>, std::unique_ptr<XdpDataplane>> dataplanes;
     std::vector<std::unique_ptr<BaselineProgram>> baselines;
     std::vector<std::unique_ptr<ProbeProgram>> probes;
     std::vector<std::unique_ptr<SpreadSluiceProgram>> spread;
@@ -85,18 +110,21 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         if (!probe) return probe.error();
         cases.push_back({&t, "probe", probe.value()->fd(), 0, {}, {}});
         probes.push_back(std::move(probe.value()));
-        for (const Accuracy accuracy : {Accuracy::split, Accuracy::lease}) {
-            auto& dp = dataplanes[{capacity, accuracy}];
+        // Every packet is admitted at every level (but the log's class): the full path, no drops.
+        std::vector<std::pair<std::string, std::function<Result<CompiledPolicy>(uint32_t)>>> programs;
+        for (const Accuracy accuracy : {Accuracy::split, Accuracy::lease})
+            programs.emplace_back(accuracy == Accuracy::split ? "split" : "lease", [accuracy](uint32_t cpus) {
+                return single_class_policy(100'000'000'000, 4'000'000'000, accuracy, cpus);
+            });
+        for (const WindowSettings& window : kWindowPrograms)
+            programs.emplace_back(algorithm_name(static_cast<uint8_t>(window.algorithm)), [window](uint32_t cpus) {
+                return single_class_policy(100'000'000'000, 4'000'000'000, Accuracy::lease, cpus, window);
+            });
+        for (const auto& [name, policy] : programs) {
+            auto& dp = dataplanes[{capacity, name}];
             if (!dp) {
-                XdpOptions xdp_options;
-                xdp_options.source_capacity = capacity;
-                auto opened = XdpDataplane::open(xdp_options);
-                if (!opened) return Error{"loading ebpf/sluice.bpf.c (root needed): " + opened.error().message};
-                // Every packet is admitted at every level: the full path, no drops.
-                auto policy =
-                    single_class_policy(100'000'000'000, 4'000'000'000, accuracy, opened.value()->possible_cpus());
-                if (!policy) return policy.error();
-                if (auto status = opened.value()->apply(policy.value()); !status) return status.error();
+                auto opened = open_with(capacity, policy);
+                if (!opened) return opened.error();
                 dp = std::move(opened.value());
             }
             int fd = dp->program_fd();  // the production program, switch off
@@ -106,7 +134,7 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
                 fd = program.value()->fd();
                 spread.push_back(std::move(program.value()));
             }
-            cases.push_back({&t, accuracy == Accuracy::split ? "split" : "lease", fd, 0, {}, {}});
+            cases.push_back({&t, name, fd, 0, {}, {}});
         }
     }
 
@@ -119,7 +147,7 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         const uint32_t warm_up = std::max<uint32_t>(c.traffic->sources * 8, 1000);
         auto ns = test_run_cpu_ns(c.fd, udp_frame(c.traffic->ipv6), warm_up, &verdict);
         if (!ns) return ns.error();
-        const bool drops = c.program == "baseline" || c.program == "probe";
+        const bool drops = c.program == "baseline" || c.program == "probe" || c.program == "sliding_log";
         const uint32_t expected = drops ? 1u /* XDP_DROP */ : 2u /* XDP_PASS */;
         if (verdict != expected)
             return Error{c.program + " on \"" + c.traffic->name + "\" returned XDP verdict " + std::to_string(verdict) +
@@ -148,7 +176,11 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
                 {"traffic", "sources", "table entries", "baseline ns", "probe ns", "split ns", "lease ns",
                  "lease/baseline", "lease/probe", "split/probe", "lease - baseline ns"},
                 {}};
-    Json results = Json::array();
+    Json results = Json::array(), algorithm_results = Json::array();
+    Table algorithm_table{
+        "decide by the class aggregate's algorithm (global in lease mode), same run",
+        {"traffic", "sources", "algorithm", "path", "ns", "/baseline", "- baseline ns", "gcra lease - baseline ns"},
+        {}};
     for (const auto& t : traffic) {
         std::map<std::string, double> ns;
         Json row;
@@ -170,13 +202,35 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         row["split_to_probe"] = ns["split"] / ns["probe"];
         row["lease_to_probe"] = ns["lease"] / ns["probe"];
         row["lease_added_ns"] = ns["lease"] - ns["baseline"];
+        row["algorithm"] = "gcra";
         results.push_back(row);
+        for (const WindowSettings& window : kWindowPrograms) {
+            const std::string name = algorithm_name(static_cast<uint8_t>(window.algorithm));
+            Json by_algorithm;
+            by_algorithm["traffic"] = t.name;
+            by_algorithm["sources"] = t.sources;
+            by_algorithm["algorithm"] = name;
+            by_algorithm["path"] = window.algorithm == Algorithm::sliding_log ? "refused at the class" : "admitted";
+            by_algorithm["ns_per_decision"] = ns[name];
+            by_algorithm["baseline_ns_per_decision"] = ns["baseline"];
+            by_algorithm["ratio"] = ns[name] / ns["baseline"];
+            by_algorithm["added_ns"] = ns[name] - ns["baseline"];
+            by_algorithm["gcra_lease_added_ns"] = ns["lease"] - ns["baseline"];
+            for (const auto& c : cases)
+                if (c.traffic == &t && c.program == name) by_algorithm["ns_rounds"] = c.ns;
+            algorithm_results.push_back(by_algorithm);
+            algorithm_table.rows.push_back({t.name, count_label(t.sources), name, by_algorithm["path"],
+                                            fixed(ns[name], 1), fixed(ns[name] / ns["baseline"], 2),
+                                            fixed(ns[name] - ns["baseline"], 1),
+                                            fixed(ns["lease"] - ns["baseline"], 1)});
+        }
         table.rows.push_back({t.name, count_label(t.sources), count_label(capacity), fixed(ns["baseline"], 1),
                               fixed(ns["probe"], 1), fixed(ns["split"], 1), fixed(ns["lease"], 1),
                               fixed(ns["lease"] / ns["baseline"], 2), fixed(ns["lease"] / ns["probe"], 2),
                               fixed(ns["split"] / ns["probe"], 2), fixed(ns["lease"] - ns["baseline"], 1)});
     }
     table.print();
+    algorithm_table.print();
 
     report["settings"] = {{"repeat", repeat},
                           {"rounds", rounds},
@@ -191,6 +245,7 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
                            "admitted at the source, aggregate and global levels; no new-source budget); split/lease: "
                            "the aggregate's and global's accuracy"},
                           {"probe", "parse, one BPF hash-map lookup of the source (insert on a miss), XDP_DROP"}};
+    for (const Json& row : algorithm_results) results.push_back(row);
     report["results"] = results;
     return ok_status();
 }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -88,12 +89,21 @@ bool is_figure(const nlohmann::json& value) { return value.is_number() && std::i
 TEST_F(BenchSmoke, DecideReportsNsPerDecisionAndRatios) {
     const auto results = smoke("decide");
     ASSERT_TRUE(results.is_array());
-    ASSERT_GE(results.size(), 3u);  // hot IPv4, hot IPv6, many sources
+    std::map<std::string, int> rows;  // by algorithm
     for (const auto& row : results) {
-        for (const char* key : {"baseline_ns_per_decision", "split_ns_per_decision", "lease_ns_per_decision",
-                                "split_ratio", "lease_ratio"})
+        const std::string algorithm = row.value("algorithm", "");
+        rows[algorithm]++;
+        const std::vector<const char*> keys =
+            algorithm == "gcra" ? std::vector<const char*>{"baseline_ns_per_decision", "split_ns_per_decision",
+                                                           "lease_ns_per_decision", "split_ratio", "lease_ratio"}
+                                : std::vector<const char*>{"ns_per_decision", "baseline_ns_per_decision", "ratio"};
+        for (const char* key : keys)
             EXPECT_TRUE(is_figure(row.value(key, nlohmann::json{}))) << key << " in " << row.dump();
     }
+    // hot IPv4, hot IPv6, many sources: each with every algorithm
+    EXPECT_GE(rows["gcra"], 3);
+    for (const char* algorithm : {"fixed_window", "sliding_window", "sliding_log"})
+        EXPECT_EQ(rows[algorithm], rows["gcra"]) << algorithm;
 }
 
 TEST_F(BenchSmoke, MemoryReportsBytesPerSourceForBothFamilies) {

@@ -106,11 +106,8 @@ struct sluice_window_call {
 	struct sluice_window_limit limit;
 	__u64 now, cost;
 	__u32 class_id;
-	__u32 mode; /* WINDOW_ASK, WINDOW_COMMIT or WINDOW_REFUND */
+	__u32 refund; /* 0: admit `cost` if the window has room; 1: take it back */
 };
-#define WINDOW_ASK 0
-#define WINDOW_COMMIT 1
-#define WINDOW_REFUND 2
 __noinline int sluice_window_level_call(struct sluice_window_call *call);
 
 struct {
@@ -125,7 +122,7 @@ struct {
 					      __builtin_offsetof(struct sluice_class_entry, aggregate_window))) \
 		 ->class_id)
 /* No scratch (never) reads as a refusal. */
-#define WINDOW_CALL(ref, cost_, now_, mode_)                                                         \
+#define WINDOW_CALL(ref, cost_, now_, refund_)                                                         \
 	({                                                                                          \
 		__u32 zero_ = 0;                                                                    \
 		struct sluice_window_call *call_ = bpf_map_lookup_elem(&sluice_window_scratch, &zero_); \
@@ -135,14 +132,13 @@ struct {
 			call_->now = (now_);                                                        \
 			call_->cost = (cost_);                                                      \
 			call_->class_id = WINDOW_CLASS_ID((ref)->window);                           \
-			call_->mode = (mode_);                                                      \
+			call_->refund = (refund_);                                                  \
 			ok_ = sluice_window_level_call(call_);                                      \
 		}                                                                                   \
 		ok_;                                                                                \
 	})
-#define SLUICE_WINDOW_LEVEL_DECIDE(ref, cost, now, commit) \
-	WINDOW_CALL((ref), (cost), (now), (commit) ? WINDOW_COMMIT : WINDOW_ASK)
-#define SLUICE_WINDOW_LEVEL_REFUND(ref, cost, now) ((void)WINDOW_CALL((ref), (cost), (now), WINDOW_REFUND))
+#define SLUICE_WINDOW_LEVEL_DECIDE(ref, cost, now) WINDOW_CALL((ref), (cost), (now), 0)
+#define SLUICE_WINDOW_LEVEL_REFUND(ref, cost, now) ((void)WINDOW_CALL((ref), (cost), (now), 1))
 #define SLUICE_SHARED_LOCK(shared) bpf_spin_lock(&(shared)->lock)
 #define SLUICE_SHARED_UNLOCK(shared) bpf_spin_unlock(&(shared)->lock)
 #include "sluice/decide.h"
@@ -485,12 +481,13 @@ __noinline int sluice_window_level_call(struct sluice_window_call *call)
 	shared = bpf_map_lookup_elem(&sluice_cls_shr, &index);
 	if (!shared)
 		return 0;
+	if (!call->refund && sluice_window_state_refusing(&call->limit, &shared->window, call->now))
+		return 0;
 	bpf_spin_lock(&shared->lock);
-	if (call->mode == WINDOW_REFUND)
+	if (call->refund)
 		sluice_window_state_refund(&call->limit, &shared->window, call->now, call->cost);
 	else
-		ok = sluice_window_state_decide(&call->limit, &shared->window, call->now, call->cost,
-						call->mode == WINDOW_COMMIT, 0);
+		ok = sluice_window_state_decide(&call->limit, &shared->window, call->now, call->cost, 1, 0);
 	bpf_spin_unlock(&shared->lock);
 	return ok;
 }

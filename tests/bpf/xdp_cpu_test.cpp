@@ -318,13 +318,13 @@ class XdpRealClockWindows : public XdpRealClock, public ::testing::WithParamInte
 
 TEST_P(XdpRealClockWindows, OneFloodedClassNeverPassesItsAlgorithmsBound) {
     const scenarios::WindowCase c = GetParam();
-    const Window w = saturate(policy()
-                                  .add({.id = 1,
-                                        .aggregate_window = WindowLimit{.algorithm = c.algorithm,
-                                                                        .limit = c.limit,
-                                                                        .window_ns = c.window_ns}})
-                                  .build(),
-                              {"192.0.2.1"});
+    const Window w =
+        saturate(policy()
+                     .add({.id = 1,
+                           .aggregate_window =
+                               WindowLimit{.algorithm = c.algorithm, .limit = c.limit, .window_ns = c.window_ns}})
+                     .build(),
+                 {"192.0.2.1"});
     const uint64_t admitted = w.admitted();
     const uint64_t bound = scenarios::window_bound(c.algorithm, c.limit, c.window_ns, w.begin_ns, w.end_ns);
     const uint64_t floor =

@@ -562,7 +562,8 @@ uint64_t next_window(Target& t, uint64_t window_ns) {
 }
 
 inline ClassSpec windowed(uint8_t algorithm, uint64_t limit, Unit unit = Unit::packets) {
-    return {.id = 1, .aggregate_window = WindowLimit{.algorithm = algorithm, .limit = limit, .window_ns = kSec, .unit = unit}};
+    return {.id = 1,
+            .aggregate_window = WindowLimit{.algorithm = algorithm, .limit = limit, .window_ns = kSec, .unit = unit}};
 }
 
 // At most `limit` per aligned window, whatever the sources; and twice that

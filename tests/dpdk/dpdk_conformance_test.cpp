@@ -25,12 +25,24 @@ TEST_F(DpdkBuckets, ByteBurstIsTwoFramesAndRefillsByLength) {
 TEST_F(DpdkBuckets, TcpSynCountsConnectionAttemptsAndPassesTheRest) {
     scenarios::tcp_syn_counts_connection_attempts_and_passes_the_rest(*this);
 }
-TEST_F(DpdkBuckets, FixedWindowAdmitsItsLimitPerAlignedWindow) { scenarios::fixed_window_admits_its_limit_per_aligned_window(*this); }
-TEST_F(DpdkBuckets, SlidingWindowWeighsThePreviousWindow) { scenarios::sliding_window_weighs_the_previous_window(*this); }
-TEST_F(DpdkBuckets, SlidingLogAdmitsItsLimitInEveryRollingWindow) { scenarios::sliding_log_admits_its_limit_in_every_rolling_window(*this); }
-TEST_F(DpdkBuckets, SlidingLogOfTcpSynsPassesEstablishedTraffic) { scenarios::sliding_log_of_tcp_syns_passes_established_traffic(*this); }
-TEST_F(DpdkBuckets, WindowAggregateComposesCheckThenCommit) { scenarios::window_aggregate_composes_check_then_commit(*this); }
-TEST_F(DpdkBuckets, ChangingTheAlgorithmStartsTheCountAfresh) { scenarios::changing_the_algorithm_starts_the_count_afresh(*this); }
+TEST_F(DpdkBuckets, FixedWindowAdmitsItsLimitPerAlignedWindow) {
+    scenarios::fixed_window_admits_its_limit_per_aligned_window(*this);
+}
+TEST_F(DpdkBuckets, SlidingWindowWeighsThePreviousWindow) {
+    scenarios::sliding_window_weighs_the_previous_window(*this);
+}
+TEST_F(DpdkBuckets, SlidingLogAdmitsItsLimitInEveryRollingWindow) {
+    scenarios::sliding_log_admits_its_limit_in_every_rolling_window(*this);
+}
+TEST_F(DpdkBuckets, SlidingLogOfTcpSynsPassesEstablishedTraffic) {
+    scenarios::sliding_log_of_tcp_syns_passes_established_traffic(*this);
+}
+TEST_F(DpdkBuckets, WindowAggregateComposesCheckThenCommit) {
+    scenarios::window_aggregate_composes_check_then_commit(*this);
+}
+TEST_F(DpdkBuckets, ChangingTheAlgorithmStartsTheCountAfresh) {
+    scenarios::changing_the_algorithm_starts_the_count_afresh(*this);
+}
 TEST_F(DpdkBuckets, ByteCostsRoundUpAndABurstStillHoldsItsFrames) {
     scenarios::byte_costs_round_up_and_a_burst_still_holds_its_frames(*this);
 }
@@ -154,7 +166,8 @@ TEST_P(DpdkWorkersRealClock, OneFloodedClassNeverPassesItsAlgorithmsBound) {
     const scenarios::WindowCase c = GetParam();
     apply(policy()
               .add({.id = 1,
-                    .aggregate_window = WindowLimit{.algorithm = c.algorithm, .limit = c.limit, .window_ns = c.window_ns}})
+                    .aggregate_window =
+                        WindowLimit{.algorithm = c.algorithm, .limit = c.limit, .window_ns = c.window_ns}})
               .build());
     constexpr unsigned kBurst = 32;
     std::vector<rte_mbuf*> frames[2];

@@ -254,7 +254,7 @@ TEST(WindowBounds, TheSlidingLogNeverPassesTheLimitInAnyRollingWindow) {
 
 struct Disagreement {
     uint64_t decisions = 0, wrongly_admitted = 0, wrongly_refused = 0;
-    double most_in_rolling_window = 0;  // in units of the limit
+    double most_in_rolling_window = 0;          // in units of the limit
     uint64_t admitted = 0, exact_admitted = 0;  // the counter's; the exact log's on its own
     double rate() const { return double(wrongly_admitted + wrongly_refused) / double(decisions); }
 };
@@ -558,6 +558,42 @@ TEST(WindowState, AnotherGenerationsStateReadsAsEmpty) {
     // A refund under a stale generation touches nothing.
     sluice_window_state_refund(&log, &state, kT0, 1);
     EXPECT_EQ(state.count.cur, 2u);
+}
+
+// A refusal is remembered until the state could admit one unit again, so a
+// flood is refused without the lock; a refund, a new limit or a new
+// generation ends it early.
+TEST(WindowState, ARefusalIsRememberedUntilThereIsRoomAgain) {
+    for (uint8_t algorithm :
+         {SLUICE_ALGORITHM_FIXED_WINDOW, SLUICE_ALGORITHM_SLIDING_WINDOW, SLUICE_ALGORITHM_SLIDING_LOG}) {
+        auto l = window_limit(algorithm, kSecond, 2, 64, 64);
+        sluice_window_state state{};
+        const uint64_t start = kT0 / kSecond * kSecond;
+        ASSERT_TRUE(sluice_window_state_decide(&l, &state, start, 1, 1, nullptr));
+        ASSERT_TRUE(sluice_window_state_decide(&l, &state, start, 1, 1, nullptr));
+        EXPECT_FALSE(sluice_window_state_refusing(&l, &state, start)) << "nothing refused yet";
+        ASSERT_FALSE(sluice_window_state_decide(&l, &state, start + 10, 1, 1, nullptr));
+        EXPECT_TRUE(sluice_window_state_refusing(&l, &state, start + 10)) << int(algorithm);
+        // Exactly until the state admits again: the sliding window's
+        // previous count still weighs in the next window.
+        const uint64_t room =
+            algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW ? start + kSecond + kSecond / 2 : start + kSecond;
+        EXPECT_TRUE(sluice_window_state_refusing(&l, &state, room - 1)) << int(algorithm);
+        EXPECT_FALSE(sluice_window_state_refusing(&l, &state, room)) << int(algorithm);
+        sluice_window_state probe = state;
+        EXPECT_TRUE(sluice_window_state_decide(&l, &probe, room, 1, 1, nullptr)) << int(algorithm);
+        probe = state;
+        EXPECT_FALSE(sluice_window_state_decide(&l, &probe, room - 1, 1, 1, nullptr)) << int(algorithm);
+
+        auto raised = l;
+        raised.limit = 3;
+        EXPECT_FALSE(sluice_window_state_refusing(&raised, &state, start + 10)) << int(algorithm);
+        auto next_generation = l;
+        next_generation.generation = 1;
+        EXPECT_FALSE(sluice_window_state_refusing(&next_generation, &state, start + 10)) << int(algorithm);
+        sluice_window_state_refund(&l, &state, start, 1);
+        EXPECT_FALSE(sluice_window_state_refusing(&l, &state, start + 10)) << int(algorithm);
+    }
 }
 
 }  // namespace

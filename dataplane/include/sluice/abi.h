@@ -192,8 +192,11 @@ struct sluice_window_state {
 	struct sluice_log log;            /* sliding_log */
 	__u32 generation;                 /* of the limit that wrote it */
 	__u32 _pad;
+	__u64 refuse_until_ns;            /* written under the lock, read without it: the
+	                                   * window has no room for one unit until then */
+	__u64 refused_limit;              /* under this limit (a new one may have room) */
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_window_state) == 296, "sluice_window_state layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_window_state) == 312, "sluice_window_state layout");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_window_state, generation) == 288,
                      "sluice_window_state.generation offset");
 
@@ -282,7 +285,7 @@ struct sluice_shared_bucket {
 	struct sluice_window_state window; /* the class aggregate's, when it is a window
 	                                    * algorithm (unused by the other levels) */
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_shared_bucket) == 328, "sluice_shared_bucket layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_shared_bucket) == 344, "sluice_shared_bucket layout");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_shared_bucket, window) == 32,
                      "sluice_shared_bucket.window offset");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_shared_bucket, tokens_nano) == 8,

@@ -15,7 +15,10 @@
  * spends nothing anywhere, and its drop is counted under the level that
  * refused it. The source is charged first, by a compare-and-swap that fails
  * if another CPU charged it since the check: the source is then checked
- * again, and if it now refuses, the levels above have spent nothing.
+ * again, and if it now refuses, the levels above have spent nothing. A class
+ * aggregate that counts in windows (window.h) is the exception: its check
+ * admits for real under its lock, and a refusal after it takes the units
+ * back, so it too ends up having spent nothing.
  *
  * Lease mode takes the shared bucket's lock; the backend says how by defining
  * SLUICE_SHARED_LOCK(shared) and SLUICE_SHARED_UNLOCK(shared) before including
@@ -52,7 +55,7 @@
 /* How a window level (the class aggregate, window.h) is decided and refunded
  * under its lock; the BPF program routes these through a function of its own. */
 #ifndef SLUICE_WINDOW_LEVEL_DECIDE
-#define SLUICE_WINDOW_LEVEL_DECIDE(ref, cost, now, commit) sluice_window_level_decide((ref), (cost), (now), (commit))
+#define SLUICE_WINDOW_LEVEL_DECIDE(ref, cost, now) sluice_window_level_decide((ref), (cost), (now))
 #endif
 #ifndef SLUICE_WINDOW_LEVEL_REFUND
 #define SLUICE_WINDOW_LEVEL_REFUND(ref, cost, now) sluice_window_level_refund((ref), (cost), (now))
@@ -150,23 +153,28 @@ SLUICE_INLINE __u64 sluice_level_cost(const struct sluice_level_ref *ref, __u32 
 	return sluice_level_windowed(ref) ? units : units * SLUICE_NANO;
 }
 
-/* A window level, under its lock: commit 0 asks whether it would admit (a
- * check, like a bucket's: it spends nothing), commit 1 admits for real. */
-SLUICE_INLINE int sluice_window_level_decide(const struct sluice_level_ref *ref, __u64 cost, __u64 now, int commit)
+/* A window level admits for real, under its lock, where a bucket is only
+ * checked: one lock per packet, admitted or refused. The levels after it
+ * may still refuse the packet; then it takes the units back
+ * (sluice_window_level_refund), which a global ceiling in overload makes a
+ * second lock, and a race for the source on another CPU a rare one. */
+SLUICE_INLINE int sluice_window_level_decide(const struct sluice_level_ref *ref, __u64 cost, __u64 now)
 {
 	struct sluice_shared_bucket *shared = ref->shared;
 	int ok;
 
 	if (!shared)
 		return 1;
+	if (sluice_window_state_refusing(ref->window, &shared->window, now))
+		return 0;
 	SLUICE_SHARED_LOCK(shared);
-	ok = sluice_window_state_decide(ref->window, &shared->window, now, cost, commit, 0);
+	ok = sluice_window_state_decide(ref->window, &shared->window, now, cost, 1, 0);
 	SLUICE_SHARED_UNLOCK(shared);
 	return ok;
 }
 
-/* Takes back what sluice_window_level_decide admitted, when the source
- * refused the packet after all. */
+/* Takes back what sluice_window_level_decide admitted, when a level after
+ * it refused the packet after all. */
 SLUICE_INLINE void sluice_window_level_refund(const struct sluice_level_ref *ref, __u64 cost, __u64 now)
 {
 	struct sluice_shared_bucket *shared = ref->shared;
@@ -190,7 +198,7 @@ SLUICE_INLINE int sluice_level_check(const struct sluice_level_ref *ref, __u64 c
 	int ok;
 
 	if (sluice_level_windowed(ref))
-		return SLUICE_WINDOW_LEVEL_DECIDE(ref, cost_nano, now, 0);
+		return SLUICE_WINDOW_LEVEL_DECIDE(ref, cost_nano, now);
 	if (!cpu)
 		return 1;
 	if (ref->limit->accuracy != SLUICE_ACCURACY_LEASE) {
@@ -209,7 +217,7 @@ SLUICE_INLINE int sluice_level_check(const struct sluice_level_ref *ref, __u64 c
 	return ok;
 }
 
-/* A bucket level's commit; a window level commits before the source does. */
+/* A bucket level's commit; a window level admitted for real at its check. */
 SLUICE_INLINE void sluice_level_commit(const struct sluice_level_ref *ref, __u64 cost_nano)
 {
 	if (ref->cpu && !sluice_level_windowed(ref))
@@ -374,14 +382,11 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 	}
 	if (cls_on && !sluice_level_check(&l->aggregate, cls_cost, now))
 		return sluice_drop(SLUICE_LEVEL_CLASS);
-	if (glb_on && !sluice_level_check(&l->global, glb_cost, now))
+	if (glb_on && !sluice_level_check(&l->global, glb_cost, now)) {
+		if (cls_on && sluice_level_windowed(&l->aggregate))
+			SLUICE_WINDOW_LEVEL_REFUND(&l->aggregate, cls_cost, now);
 		return sluice_drop(SLUICE_LEVEL_GLOBAL);
-
-	/* A window aggregate admits for real now, under its lock: another CPU
-	 * may have taken the last unit since the check. */
-	if (cls_on && sluice_level_windowed(&l->aggregate) &&
-	    !SLUICE_WINDOW_LEVEL_DECIDE(&l->aggregate, cls_cost, now, 1))
-		return sluice_drop(SLUICE_LEVEL_CLASS);
+	}
 
 	/* The source next: the bucket levels have spent nothing yet if it
 	 * now refuses, and a window aggregate takes its units back. A known

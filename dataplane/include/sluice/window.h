@@ -346,7 +346,45 @@ SLUICE_INLINE void sluice_window_state_claim(const struct sluice_window_limit *l
 	s->count.cur = 0;
 	s->log.head = 0;
 	s->log.used = 0;
+	s->refuse_until_ns = 0;
 	s->generation = l->generation;
+}
+
+/* Under a flood nearly every packet is refused, and the lock is most of a
+ * window level's cost (sluice-bench decide). So a refusal records when the
+ * state could next admit one unit, and until then packets are refused
+ * without the lock: read without it, a stale hint only means one lock more,
+ * or one refusal the state would have made anyway. A refund clears it. */
+SLUICE_INLINE int sluice_window_state_refusing(const struct sluice_window_limit *l,
+					       const struct sluice_window_state *s, __u64 now)
+{
+	return *(volatile const __u32 *)&s->generation == l->generation &&
+	       now < *(volatile const __u64 *)&s->refuse_until_ns &&
+	       *(volatile const __u64 *)&s->refused_limit == l->limit;
+}
+
+SLUICE_INLINE void sluice_window_state_hint(const struct sluice_window_limit *l, struct sluice_window_state *s,
+					    __u64 now)
+{
+	struct sluice_window_count next;
+	struct sluice_quota quota;
+
+	if (l->algorithm == SLUICE_ALGORITHM_SLIDING_LOG) {
+		__u32 limit = sluice_log_limit(l);
+
+		/* Full: room again when the oldest leaves, a window after it came
+		 * (whatever the clock read: the log decides at its newest time or
+		 * later, and refused, that is before then). */
+		if (limit && s->log.used >= limit && s->log.head < limit) {
+			s->refuse_until_ns = s->log.stamp[sluice_log_slot(s->log.head)] + l->window_ns;
+			s->refused_limit = l->limit;
+		}
+		return;
+	}
+	if (sluice_window_step(l, &s->count, now, 1, &next, &quota) || quota.retry_after_ns == SLUICE_NEVER)
+		return;
+	s->refuse_until_ns = now + quota.retry_after_ns;
+	s->refused_limit = l->limit;
 }
 
 /* Decide `cost` units at `now`: commit 0 asks and writes nothing (but the
@@ -359,13 +397,18 @@ SLUICE_INLINE int sluice_window_state_decide(const struct sluice_window_limit *l
 
 	sluice_window_state_claim(l, s);
 	if (l->algorithm == SLUICE_ALGORITHM_SLIDING_LOG) {
-		if (commit || quota)
-			return sluice_log_step(l, &s->log, now, quota);
-		return sluice_log_admits(l, &s->log, now);
+		if (!commit && !quota)
+			return sluice_log_admits(l, &s->log, now);
+		admit = sluice_log_step(l, &s->log, now, quota);
+		if (!admit && commit)
+			sluice_window_state_hint(l, s, now);
+		return admit;
 	}
 	admit = sluice_window_step(l, &s->count, now, cost, &next, quota);
 	if (admit && commit)
 		s->count = next;
+	else if (!admit && commit)
+		sluice_window_state_hint(l, s, now);
 	return admit;
 }
 
@@ -382,6 +425,7 @@ SLUICE_INLINE void sluice_window_state_refund(const struct sluice_window_limit *
 
 	if (s->generation != l->generation)
 		return;
+	s->refuse_until_ns = 0;
 	if (l->algorithm == SLUICE_ALGORITHM_SLIDING_LOG) {
 		if (s->log.head < limit && s->log.used && s->log.used <= limit &&
 		    sluice_log_newest(&s->log, limit, s->log.head, s->log.used) == now)
