@@ -96,6 +96,66 @@ std::vector<bool> connected_after(const std::vector<UniqueFd>& sockets, std::chr
     return connected;
 }
 
+// A listener at kServer:kPort in the namespace `world`.
+UniqueFd listen_in(const std::string& world) {
+    EnterNamespace in_world(world);
+    EXPECT_TRUE(in_world.ok());
+    UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const int one = 1;
+    setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    const sockaddr_in address = server_address();
+    EXPECT_EQ(bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0)
+        << std::strerror(errno);
+    EXPECT_EQ(listen(listener.get(), 64), 0);
+    return listener;
+}
+
+// `count` simultaneous attempts from the client namespace; which connected.
+std::vector<bool> attempt(const ClientNamespace& client, int count, std::vector<UniqueFd>& sockets) {
+    EnterNamespace in_client(client.name());
+    EXPECT_TRUE(in_client.ok());
+    sockets = start_connects(count);
+    return connected_after(sockets, 500ms);
+}
+
+int opened(const std::vector<bool>& connected) {
+    int n = 0;
+    for (bool c : connected) n += c;
+    return n;
+}
+
+// Sends 64 KiB on each connected socket and reads it all at the listener:
+// the bytes received.
+size_t carry_data(int listener, std::vector<UniqueFd>& sockets, const std::vector<bool>& connected) {
+    std::vector<char> block(64 * 1024, 'x');
+    for (size_t i = 0; i < sockets.size(); i++) {
+        if (!connected[i]) continue;
+        const int flags = fcntl(sockets[i].get(), F_GETFL);
+        fcntl(sockets[i].get(), F_SETFL, flags & ~O_NONBLOCK);
+        EXPECT_EQ(send(sockets[i].get(), block.data(), block.size(), 0), static_cast<ssize_t>(block.size()));
+        shutdown(sockets[i].get(), SHUT_WR);
+    }
+    size_t received = 0;
+    for (int accepted = 0; accepted < opened(connected); accepted++) {
+        pollfd p{listener, POLLIN, 0};
+        if (poll(&p, 1, 5000) != 1) {
+            ADD_FAILURE() << "connection " << accepted << " never reached the listener";
+            break;
+        }
+        UniqueFd conn(accept(listener, nullptr, nullptr));
+        EXPECT_GE(conn.get(), 0);
+        char buffer[16384];
+        for (ssize_t n; (n = recv(conn.get(), buffer, sizeof(buffer), 0)) > 0;) received += static_cast<size_t>(n);
+    }
+    return received;
+}
+
+// Closes the attempts that did not connect, before TCP retries them.
+void drop_refused(std::vector<UniqueFd>& sockets, const std::vector<bool>& connected) {
+    for (size_t i = 0; i < sockets.size(); i++)
+        if (!connected[i]) sockets[i] = UniqueFd();
+}
+
 class TcpSyn : public SluiceE2E {};
 
 TEST_F(TcpSyn, EachSourceOpensItsBurstOfRealConnectionsAndTheyCarryDataUntouched) {
@@ -106,69 +166,66 @@ TEST_F(TcpSyn, EachSourceOpensItsBurstOfRealConnectionsAndTheyCarryDataUntouched
     ClientNamespace client(netns_name(), netns_name() + "-client");
     ASSERT_TRUE(client.ok()) << "could not set up the client namespace " << client.name();
 
-    UniqueFd listener;
-    {
-        EnterNamespace world(netns_name());
-        ASSERT_TRUE(world.ok());
-        listener = UniqueFd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        const int one = 1;
-        setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        const sockaddr_in address = server_address();
-        ASSERT_EQ(bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0)
-            << std::strerror(errno);
-        ASSERT_EQ(listen(listener.get(), 64), 0);
-    }
-
+    const UniqueFd listener = listen_in(netns_name());
     std::vector<UniqueFd> sockets;
-    std::vector<bool> connected;
-    {
-        EnterNamespace in_client(client.name());
-        ASSERT_TRUE(in_client.ok());
-        sockets = start_connects(kAttempts);
-        connected = connected_after(sockets, 500ms);
-    }
-    int opened = 0;
-    for (bool c : connected) opened += c;
-    figure_line("connections", std::to_string(opened) + " of " + std::to_string(kAttempts) +
+    const std::vector<bool> connected = attempt(client, kAttempts, sockets);
+    figure_line("connections", std::to_string(opened(connected)) + " of " + std::to_string(kAttempts) +
                                    " simultaneous attempts opened, burst " + std::to_string(kBurst));
-    EXPECT_EQ(opened, kBurst) << "exactly the burst of connection attempts is admitted";
-
+    EXPECT_EQ(opened(connected), kBurst) << "exactly the burst of connection attempts is admitted";
     // The open connections carry 64 KiB each: their segments are not SYNs.
-    std::vector<char> block(64 * 1024, 'x');
-    for (size_t i = 0; i < sockets.size(); i++) {
-        if (!connected[i]) continue;
-        const int flags = fcntl(sockets[i].get(), F_GETFL);
-        fcntl(sockets[i].get(), F_SETFL, flags & ~O_NONBLOCK);
-        ASSERT_EQ(send(sockets[i].get(), block.data(), block.size(), 0), static_cast<ssize_t>(block.size()));
-        shutdown(sockets[i].get(), SHUT_WR);
-    }
-    size_t received = 0;
-    for (int accepted = 0; accepted < opened; accepted++) {
-        pollfd p{listener.get(), POLLIN, 0};
-        ASSERT_EQ(poll(&p, 1, 5000), 1) << "connection " << accepted << " never reached the listener";
-        UniqueFd conn(accept(listener.get(), nullptr, nullptr));
-        ASSERT_GE(conn.get(), 0);
-        char buffer[16384];
-        for (ssize_t n; (n = recv(conn.get(), buffer, sizeof(buffer), 0)) > 0;) received += static_cast<size_t>(n);
-    }
-    EXPECT_EQ(received, static_cast<size_t>(opened) * block.size()) << "established traffic lost data";
+    EXPECT_EQ(carry_data(listener.get(), sockets, connected), static_cast<size_t>(kBurst) * 64 * 1024)
+        << "established traffic lost data";
 
-    // The refused attempts stop before TCP retries them; a second later the
-    // source has one attempt again.
-    for (size_t i = 0; i < sockets.size(); i++)
-        if (!connected[i]) sockets[i] = UniqueFd();
+    // A second later the source has one attempt again.
+    drop_refused(sockets, connected);
     std::this_thread::sleep_for(1100ms);
-    {
-        EnterNamespace in_client(client.name());
-        ASSERT_TRUE(in_client.ok());
-        const auto later = start_connects(1);
-        EXPECT_TRUE(connected_after(later, 500ms).front()) << "the bucket did not refill at 1 attempt per second";
-    }
+    std::vector<UniqueFd> later;
+    EXPECT_TRUE(attempt(client, 1, later).front()) << "the bucket did not refill at 1 attempt per second";
 
     const auto stats = this->stats();
     ASSERT_TRUE(stats);
     EXPECT_GE(class_counter(*stats, "default", "drop_packets"), static_cast<uint64_t>(kAttempts - kBurst));
     EXPECT_EQ(stat_counter(*stats, "source_inserts"), 1u) << "one client, one entry";
+}
+
+// "4 new connections per 2 s for the whole class, exact": a sliding log of
+// TCP SYNs at the class aggregate. The fifth attempt within 2 s of the
+// first is refused; once the first admission is 2 s old, one more passes.
+TEST_F(TcpSyn, ASlidingLogClassAdmitsExactlyItsLimitInTheRollingWindow) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(start_world());
+    constexpr int kLimit = 4;
+    ASSERT_TRUE(push_policy("policy.toml",
+                            "[[class]]\nname = \"default\"\naggregate = { algorithm = \"sliding_log\", "
+                            "limit = " +
+                                std::to_string(kLimit) + ", window = \"2s\", unit = \"tcp_syn\" }\n"));
+    ClientNamespace client(netns_name(), netns_name() + "-client");
+    ASSERT_TRUE(client.ok()) << "could not set up the client namespace " << client.name();
+    const UniqueFd listener = listen_in(netns_name());
+
+    const auto first = std::chrono::steady_clock::now();
+    std::vector<UniqueFd> sockets;
+    const std::vector<bool> connected = attempt(client, 10, sockets);
+    figure_line("connections", std::to_string(opened(connected)) +
+                                   " of 10 simultaneous attempts opened, sliding_log limit " + std::to_string(kLimit));
+    EXPECT_EQ(opened(connected), kLimit);
+    EXPECT_EQ(carry_data(listener.get(), sockets, connected), static_cast<size_t>(kLimit) * 64 * 1024)
+        << "established traffic lost data";
+    drop_refused(sockets, connected);
+
+    // 1 s on: the window still holds all four.
+    std::this_thread::sleep_until(first + 1000ms);
+    std::vector<UniqueFd> within;
+    EXPECT_FALSE(attempt(client, 1, within).front()) << "a fifth connection within the rolling window";
+    within.clear();
+    // 2.2 s on: the first admissions have left it.
+    std::this_thread::sleep_until(first + 2200ms);
+    std::vector<UniqueFd> after;
+    EXPECT_TRUE(attempt(client, 1, after).front()) << "the log did not let the first admissions go";
+
+    const auto stats = this->stats();
+    ASSERT_TRUE(stats);
+    EXPECT_GE(class_counter(*stats, "default", "drop_packets"), 10u - kLimit + 1);
 }
 
 }  // namespace
