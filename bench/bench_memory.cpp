@@ -46,6 +46,35 @@ double full_fraction(const Step& s) {
     return s.new_sources ? static_cast<double>(s.full_sets) / static_cast<double>(s.new_sources) : 0.0;
 }
 
+// What the class aggregate's state takes per class, by algorithm: the bytes
+// its algorithm uses, and what the dataplane's maps hold for every class
+// whatever the algorithm (a CPU's bucket per possible CPU, and one shared
+// bucket with the window state beside it). The per-source level is GCRA
+// (one 8-byte entry per source) whatever the class aggregate counts with.
+struct ClassState {
+    std::string algorithm;
+    uint64_t used = 0;
+};
+
+Result<uint64_t> map_value_size(int prog_fd, const std::string& name) {
+    auto fd = program_map_fd(prog_fd, name);
+    if (!fd) return fd.error();
+    bpf_map_info info{};
+    uint32_t length = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd.value().get(), &info, &length) != 0)
+        return Error{"reading map " + name + "'s info: " + std::strerror(errno)};
+    return uint64_t{info.value_size};
+}
+
+std::vector<ClassState> class_states(uint32_t cpus) {
+    // Every window algorithm also has the lock, its generation and the refusal hint.
+    const uint64_t window_common = sizeof(bpf_spin_lock) + sizeof(__u32) + 2 * sizeof(__u64);
+    return {{"gcra", cpus * sizeof(sluice_cpu_bucket) + offsetof(sluice_shared_bucket, window)},
+            {"fixed_window", window_common + sizeof(__u64) * 2},  // window number, count
+            {"sliding_window", window_common + sizeof(sluice_window_count)},
+            {"sliding_log", window_common + sizeof(sluice_log)}};
+}
+
 Result<CompiledPolicy> memory_policy(uint32_t cpus) {
     auto policy = single_class_policy(1, 1, Accuracy::lease, cpus);
     if (!policy) return policy.error();
@@ -116,6 +145,7 @@ Status run_memory(const CommonOptions& /*run*/, const MemoryOptions& options, Js
 
     std::vector<Fill> fills;
     uint32_t cpus = 0;
+    uint64_t class_reserved = 0;  // bytes of class aggregate state per class in the maps
     {
         XdpOptions xdp_options;
         xdp_options.test_clock = true;
@@ -131,6 +161,11 @@ Status run_memory(const CommonOptions& /*run*/, const MemoryOptions& options, Js
         auto spread = SpreadSluiceProgram::load(*dp.value(), (1u << 24) - 1, kNow);
         if (!spread) return spread.error();
         const int fd = spread.value()->fd();
+        auto shared_size = map_value_size(dp.value()->program_fd(), "sluice_cls_shr");
+        if (!shared_size) return shared_size.error();
+        auto cpu_size = map_value_size(dp.value()->program_fd(), "sluice_cls_cpu");
+        if (!cpu_size) return cpu_size.error();
+        class_reserved = shared_size.value() + cpus * cpu_size.value();
         auto filled = fill("IPv4", *dp.value(), capacity, [&](uint64_t n) -> Status {
             auto ns = test_run_cpu_ns(fd, udp_frame(false), static_cast<uint32_t>(n));
             if (!ns) return ns.error();
@@ -182,6 +217,17 @@ Status run_memory(const CommonOptions& /*run*/, const MemoryOptions& options, Js
                               fixed(static_cast<double>(f.table_bytes) / static_cast<double>(f.best.held), 1)});
     }
     table.print();
+
+    Table states{
+        "memory: the class aggregate's state per class, by algorithm", {"algorithm", "used B", "reserved B"}, {}};
+    for (const ClassState& state : class_states(cpus)) {
+        results.push_back({{"algorithm", state.algorithm},
+                           {"class_state_bytes", state.used},
+                           {"class_state_reserved_bytes", class_reserved},
+                           {"per_source_entry_bytes", sizeof(__u64)}});
+        states.rows.push_back({state.algorithm, std::to_string(state.used), std::to_string(class_reserved)});
+    }
+    states.print();
 
     report["settings"] = {{"capacity", capacity},
                           {"capacity6", capacity6},

@@ -109,8 +109,14 @@ TEST_F(BenchSmoke, DecideReportsNsPerDecisionAndRatios) {
 TEST_F(BenchSmoke, MemoryReportsBytesPerSourceForBothFamilies) {
     const auto results = smoke("memory");
     ASSERT_TRUE(results.is_array());
-    ASSERT_EQ(results.size(), 2u);  // IPv4, IPv6
-    for (const auto& fill : results) {
+    ASSERT_EQ(results.size(), 6u);  // IPv4, IPv6, then one row per class-aggregate algorithm
+    std::set<std::string> algorithms;
+    for (size_t i = 2; i < results.size(); i++) {
+        algorithms.insert(results[i].value("algorithm", ""));
+        EXPECT_TRUE(is_figure(results[i].value("class_state_bytes", nlohmann::json{}))) << results[i].dump();
+    }
+    EXPECT_EQ(algorithms, (std::set<std::string>{"gcra", "fixed_window", "sliding_window", "sliding_log"}));
+    for (const auto& fill : {results[0], results[1]}) {
         for (const char* key : {"bytes_per_source", "table_bytes", "memlock_bytes", "held_at_limit"})
             EXPECT_TRUE(is_figure(fill.value(key, nlohmann::json{}))) << key << " in " << fill.dump();
         EXPECT_FALSE(fill.value("steps", nlohmann::json::array()).empty());
