@@ -374,7 +374,7 @@ static __always_inline int account(__u32 class_id, struct sluice_decision d, __u
 				   const struct sluice_source_key *key)
 {
 	sluice_account(NULL, class_id, d, frame_len, key);
-	return d.verdict == SLUICE_VERDICT_PASS ? XDP_PASS : XDP_DROP;
+	return d.verdict == SLUICE_VERDICT_DROP ? XDP_DROP : XDP_PASS;
 }
 
 /* The per-source level: the source's two sets. Returns 0 only when the
@@ -549,7 +549,7 @@ int sluice_xdp(struct xdp_md *ctx)
 	}
 	sluice_source_key_make(&key, &pkt, cls);
 	if (sluice_decide_action(cls, &d))
-		return account(class_id, d, pkt.frame_len, &key);
+		return account(class_id, sluice_shadowed(cls, d), pkt.frame_len, &key);
 
 	if (!source_ref(&levels.source, cls, &key) ||
 	    !level_ref(&levels.new_sources, &cls->new_sources, &sluice_new_cpu, &sluice_new_shr, class_id) ||
@@ -561,7 +561,7 @@ int sluice_xdp(struct xdp_md *ctx)
 	levels.aggregate.window = &cls->aggregate_window;
 
 	d = sluice_decide_counted(NULL, &levels, pkt.frame_len, pkt.tcp_syn, now);
-	return account(class_id, d, pkt.frame_len, &key);
+	return account(class_id, sluice_shadowed(cls, d), pkt.frame_len, &key);
 }
 
 /* The licence is the SPDX line's: GPL-2.0 OR Apache-2.0. The kernel reads this

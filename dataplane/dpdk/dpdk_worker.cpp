@@ -55,10 +55,10 @@ class WorkerPath {
     static void finish(BurstContext& ctx, rte_mbuf* m, uint32_t class_id, sluice_decision d, uint32_t frame_len,
                        const sluice_source_key* key) {
         sluice_account(&ctx, class_id, d, frame_len, key);
-        if (d.verdict == SLUICE_VERDICT_PASS)
-            ctx.forward[ctx.forwarded++] = m;
-        else
+        if (d.verdict == SLUICE_VERDICT_DROP)
             ctx.dropped[ctx.drops++] = m;
+        else
+            ctx.forward[ctx.forwarded++] = m;
     }
 
     static uint32_t classify(const Slot& slot, const sluice_packet& pkt) {
@@ -269,7 +269,7 @@ class WorkerPath {
             const sluice_class_entry& cls = *classes[i];
             sluice_decision d;
             if (sluice_decide_action(&cls, &d)) {
-                finish(ctx, m, cls.class_id, d, frame_len, &keys[i]);
+                finish(ctx, m, cls.class_id, sluice_shadowed(&cls, d), frame_len, &keys[i]);
                 continue;
             }
             if (cls.shape.queue_packets != 0 && cls.aggregate.enabled) {
@@ -277,7 +277,8 @@ class WorkerPath {
                       parsed[i].tcp_syn);
                 continue;
             }
-            finish(ctx, m, cls.class_id, decide(ctx, levels[i], frame_len, parsed[i].tcp_syn), frame_len, &keys[i]);
+            finish(ctx, m, cls.class_id, sluice_shadowed(&cls, decide(ctx, levels[i], frame_len, parsed[i].tcp_syn)),
+                   frame_len, &keys[i]);
         }
     }
 };

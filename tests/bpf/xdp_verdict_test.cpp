@@ -52,6 +52,8 @@ TEST_F(XdpBuckets, ChangingTheAlgorithmStartsTheCountAfresh) {
     scenarios::changing_the_algorithm_starts_the_count_afresh(*this);
 }
 
+TEST_F(XdpBuckets, ShadowClassPassesWhatItWouldDrop) { scenarios::shadow_class_passes_what_it_would_drop(*this); }
+
 TEST_F(XdpBuckets, ByteCostsRoundUpAndABurstStillHoldsItsFrames) {
     scenarios::byte_costs_round_up_and_a_burst_still_holds_its_frames(*this);
 }

@@ -117,6 +117,7 @@ struct ClassSpec {
     std::optional<Limit> new_sources = std::nullopt;
     std::optional<Limit> aggregate = std::nullopt;
     std::optional<WindowLimit> aggregate_window = std::nullopt;  // instead of `aggregate`
+    bool shadow = false;                                         // decide and count, pass what it would drop
     uint8_t on_table_full = SLUICE_TABLE_FULL_EVICT;
     uint8_t prefix_v4 = 32;
     uint8_t prefix_v6 = 64;
@@ -152,6 +153,7 @@ class PolicyBuilder {
         cls.prefix_v6 = spec.prefix_v6;
         cls.shape.queue_packets = spec.shape_queue;
         cls.shape.max_delay_ns = spec.shape_max_delay_ns;
+        cls.shadow = spec.shadow;
         if (spec.per_source) cls.per_source = compile_source(*spec.per_source);
         if (spec.new_sources) cls.new_sources = compile(*spec.new_sources, cpus_);
         if (spec.aggregate) cls.aggregate = compile(*spec.aggregate, cpus_);

@@ -697,6 +697,32 @@ void changing_the_algorithm_starts_the_count_afresh(Target& t) {
     EXPECT_EQ(t.counts().packets(1, kDrop, SLUICE_REASON_CLASS), 5u);
 }
 
+// ---- shadow --------------------------------------------------------------------------------
+
+// A class in shadow decides and counts exactly as if enforcing, but passes
+// what it would drop; its state moves as it would, so promoting it (a new
+// version without shadow) enforces from where the shadow left off.
+template <class Target>
+void shadow_class_passes_what_it_would_drop(Target& t) {
+    ClassSpec cls{.id = 1, .per_source = packets(3), .shadow = true};
+    t.apply(t.policy(1).add(cls).add({.id = 2, .action = SLUICE_ACTION_DROP, .shadow = true}).prefix("10.0.0.0/8", 2).build());
+    const Bytes frame = udp_from("192.0.2.40");
+    EXPECT_EQ(t.verdicts(frame, 5), "PPPPP");
+    EXPECT_EQ(t.verdicts(udp_from("10.0.0.1"), 2), "PP");
+    cls.shadow = false;
+    t.apply(t.policy(2).add(cls).build());
+    EXPECT_EQ(t.verdicts(frame, 2), "DD");
+    t.set_clock(t.t0() + kSec);
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 4u);
+    EXPECT_EQ(c.packets(1, SLUICE_VERDICT_WOULD_DROP, SLUICE_REASON_SOURCE), 2u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 3u);
+    EXPECT_EQ(c.packets(2, SLUICE_VERDICT_WOULD_DROP, SLUICE_REASON_DENY), 2u);
+    EXPECT_EQ(c.bytes(1, SLUICE_VERDICT_WOULD_DROP, SLUICE_REASON_SOURCE), 2u * frame.size());
+}
+
 // ---- window algorithms on the real clock, every CPU flooding one class ---------------------
 
 // What a class aggregate of `algorithm` may admit between begin_ns and end_ns

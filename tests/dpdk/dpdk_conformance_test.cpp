@@ -43,6 +43,7 @@ TEST_F(DpdkBuckets, WindowAggregateComposesCheckThenCommit) {
 TEST_F(DpdkBuckets, ChangingTheAlgorithmStartsTheCountAfresh) {
     scenarios::changing_the_algorithm_starts_the_count_afresh(*this);
 }
+TEST_F(DpdkBuckets, ShadowClassPassesWhatItWouldDrop) { scenarios::shadow_class_passes_what_it_would_drop(*this); }
 TEST_F(DpdkBuckets, ByteCostsRoundUpAndABurstStillHoldsItsFrames) {
     scenarios::byte_costs_round_up_and_a_burst_still_holds_its_frames(*this);
 }

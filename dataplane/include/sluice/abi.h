@@ -50,7 +50,9 @@ SLUICE_STATIC_ASSERT(SLUICE_BURST_MAX * SLUICE_NANO <= (0xffffffffffffffffULL - 
  * queue. */
 #define SLUICE_VERDICT_LIST(X)                                                 \
 	X(PASS, "pass", "packet handed to the kernel stack")                   \
-	X(DROP, "drop", "packet dropped at the driver")
+	X(DROP, "drop", "packet dropped at the driver")                        \
+	X(WOULD_DROP, "would_drop",                                            \
+	  "packet passed: its class is in shadow and would have dropped it")
 
 #define SLUICE_REASON_LIST(X)                                                  \
 	X(ADMITTED, "admitted", "within every configured limit")               \
@@ -432,8 +434,12 @@ struct sluice_class_entry {
 	 * A window algorithm: `limit` units per window, state under the shared
 	 * bucket's lock; `aggregate` then only says enabled and unit. */
 	struct sluice_window_limit aggregate_window;
+	/* 1: the class decides and counts as if enforcing, but passes what it
+	 * would drop (verdict WOULD_DROP): a limit tried before it is trusted. */
+	__u8 shadow;
+	__u8 _pad[7];
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 256, "sluice_class_entry layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 264, "sluice_class_entry layout");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, new_sources) == 48,
                      "sluice_class_entry.new_sources offset");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, class_id) == 208,
@@ -517,7 +523,8 @@ struct sluice_drop_event {
 	struct sluice_source_key source;
 	__u32 frame_len;
 	__u8 reason;  /* enum sluice_reason */
-	__u8 _pad[3];
+	__u8 verdict; /* DROP, or WOULD_DROP: a class in shadow passed it */
+	__u8 _pad[2];
 	__u64 weight; /* drops this sample stands for (the sampling period) */
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_drop_event) == 48, "sluice_drop_event layout");

@@ -51,7 +51,8 @@ SLUICE_INLINE __u32 sluice_class_slot(__u32 class_id)
  * its range so that no decision can count outside the counters. */
 SLUICE_INLINE __u32 sluice_decision_counter(__u32 class_id, struct sluice_decision d)
 {
-	return sluice_counter_index(sluice_class_slot(class_id), d.verdict & 1,
+	return sluice_counter_index(sluice_class_slot(class_id),
+				    d.verdict < SLUICE_VERDICT_COUNT ? d.verdict : SLUICE_VERDICT_DROP,
 				    d.reason < SLUICE_REASON_COUNT ? d.reason : 0);
 }
 
@@ -63,13 +64,14 @@ SLUICE_INLINE int sluice_drop_sampled(__u64 *drops_seen, __u32 sample_mask)
 
 /* Every byte of the event, padding too: it leaves for user space as it is. */
 SLUICE_INLINE void sluice_drop_event_fill(struct sluice_drop_event *event, __u64 now,
-					  const struct sluice_source_key *key, __u32 frame_len, __u8 reason,
-					  __u32 sample_mask)
+					  const struct sluice_source_key *key, __u32 frame_len, __u8 verdict,
+					  __u8 reason, __u32 sample_mask)
 {
 	event->time_ns = now;
 	event->source = *key;
 	event->frame_len = frame_len;
 	event->reason = reason;
+	event->verdict = verdict;
 	__builtin_memset(event->_pad, 0, sizeof(event->_pad));
 	event->weight = (__u64)sample_mask + 1; /* the drops this one stands for */
 }
@@ -84,7 +86,7 @@ SLUICE_INLINE void sluice_drop_event_fill(struct sluice_drop_event *event, __u64
 
 /* A drop of a known source: sent as an event if it is the sampled one. */
 SLUICE_DROP_PATH void sluice_sample_drop(SLUICE_ACCOUNT_CTX *ctx, const struct sluice_source_key *key,
-					 __u32 frame_len, __u8 reason)
+					 __u32 frame_len, __u8 verdict, __u8 reason)
 {
 	struct sluice_drop_event *event;
 
@@ -95,7 +97,8 @@ SLUICE_DROP_PATH void sluice_sample_drop(SLUICE_ACCOUNT_CTX *ctx, const struct s
 		SLUICE_STAT_ADD(ctx, SLUICE_STAT_DROP_EVENTS_LOST);
 		return;
 	}
-	sluice_drop_event_fill(event, SLUICE_EVENT_NOW(ctx), key, frame_len, reason, SLUICE_DROP_SAMPLE_MASK(ctx));
+	sluice_drop_event_fill(event, SLUICE_EVENT_NOW(ctx), key, frame_len, verdict, reason,
+			       SLUICE_DROP_SAMPLE_MASK(ctx));
 	if (SLUICE_EVENT_SUBMIT(ctx, event))
 		SLUICE_STAT_ADD(ctx, SLUICE_STAT_DROP_EVENTS_SENT);
 	else
@@ -118,7 +121,7 @@ SLUICE_INLINE void sluice_account(SLUICE_ACCOUNT_CTX *ctx, __u32 class_id, struc
 		counter->bytes += frame_len;
 	}
 	if (d.verdict != SLUICE_VERDICT_PASS && key)
-		sluice_sample_drop(ctx, key, frame_len, d.reason);
+		sluice_sample_drop(ctx, key, frame_len, d.verdict, d.reason);
 }
 
 /* What a decision did to the source table, counted in the health stats. */

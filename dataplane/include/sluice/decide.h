@@ -445,6 +445,16 @@ SLUICE_INLINE int sluice_decide_action(const struct sluice_class_entry *cls, str
 	return 0;
 }
 
+/* A class in shadow decides and counts as if enforcing, and its state moves
+ * exactly as it would (a refused packet spends nothing either way), but what
+ * it would drop passes: verdict WOULD_DROP. */
+SLUICE_INLINE struct sluice_decision sluice_shadowed(const struct sluice_class_entry *cls, struct sluice_decision d)
+{
+	if (cls->shadow && d.verdict == SLUICE_VERDICT_DROP)
+		d.verdict = SLUICE_VERDICT_WOULD_DROP;
+	return d;
+}
+
 /* ---- source keys -------------------------------------------------------------- */
 
 /* Network-order mask of the first `bits` (0..64) bits of a 64-bit word. */
