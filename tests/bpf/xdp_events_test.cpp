@@ -43,6 +43,7 @@ TEST_F(XdpDropEvents, FloodPastTheBurstSendsOneEventPerPeriod) {
         EXPECT_EQ(e.source.family, SLUICE_FAMILY_IPV4);
         EXPECT_EQ(std::memcmp(e.source.addr, addr.data(), sizeof(e.source.addr)), 0);
         EXPECT_EQ(e.reason, SLUICE_REASON_SOURCE);
+        EXPECT_EQ(e.verdict, SLUICE_VERDICT_DROP);
         EXPECT_EQ(e.weight, kPeriod);
         EXPECT_EQ(e.frame_len, frame.size());
         EXPECT_EQ(e.time_ns, t0_);
@@ -73,6 +74,20 @@ TEST_F(XdpDropEvents, EventsCarryTheReasonAndTheAggregatedSource) {
     const auto slash64 = PacketBuilder::address("2001:db8:1:2::");
     EXPECT_EQ(std::memcmp(events[1].source.addr, slash64.data(), 16), 0);
     for (const auto& e : events) EXPECT_EQ(e.weight, kPeriod);
+}
+
+// A class in shadow samples what it would drop like a drop, with its
+// verdict, so hot-source detection can tell shadow from enforcement.
+TEST_F(XdpDropEvents, AClassInShadowSamplesWouldDropsWithTheirVerdict) {
+    apply(policy().add({.id = 3, .per_source = Limit{.rate = 1, .burst = 1}, .shadow = true}).build());
+    EXPECT_EQ(run(udp_from("192.0.2.7"), kPeriod + 1), static_cast<uint32_t>(XDP_PASS));
+    EXPECT_EQ(counts().packets(3, SLUICE_VERDICT_WOULD_DROP, SLUICE_REASON_SOURCE), kPeriod);
+    const auto events = drain_events();
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].verdict, SLUICE_VERDICT_WOULD_DROP);
+    EXPECT_EQ(events[0].reason, SLUICE_REASON_SOURCE);
+    EXPECT_EQ(events[0].source.class_id, 3u);
+    EXPECT_EQ(events[0].weight, kPeriod);
 }
 
 TEST_F(XdpDropEvents, UnparsedDropsSendNoEvents) {
