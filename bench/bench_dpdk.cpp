@@ -127,14 +127,15 @@ Status warm_up(uint64_t frames, const std::function<uint16_t()>& poll) {
     return ok_status();
 }
 
-// Frames the dataplane passed and dropped so far, over every class and reason.
+// Frames the dataplane passed and dropped so far, over every class and reason
+// (would_drop passed: its class is in shadow).
 Result<std::pair<uint64_t, uint64_t>> verdict_totals(DpdkDataplane& dataplane) {
     auto counters = dataplane.counters();
     if (!counters) return counters.error();
     uint64_t passed = 0, dropped = 0;
     for (size_t i = 0; i < counters.value().size(); ++i) {
         const uint32_t verdict = static_cast<uint32_t>(i / SLUICE_REASON_COUNT % SLUICE_VERDICT_COUNT);
-        (verdict == SLUICE_VERDICT_PASS ? passed : dropped) += counters.value()[i].packets;
+        (verdict == SLUICE_VERDICT_DROP ? dropped : passed) += counters.value()[i].packets;
     }
     return std::pair{passed, dropped};
 }

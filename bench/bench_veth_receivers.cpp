@@ -105,8 +105,9 @@ class SluiceReceiver : public Receiver {
         for (uint32_t i = 0; i < counters.value().size(); ++i) {
             const uint64_t packets = counters.value()[i].packets;
             counts.decided += packets;
-            // The index is (class * verdicts + verdict) * reasons + reason.
-            if ((i / SLUICE_REASON_COUNT) % SLUICE_VERDICT_COUNT == SLUICE_VERDICT_PASS) counts.admitted += packets;
+            // The index is (class * verdicts + verdict) * reasons + reason; a
+            // would_drop passed (its class is in shadow).
+            if ((i / SLUICE_REASON_COUNT) % SLUICE_VERDICT_COUNT != SLUICE_VERDICT_DROP) counts.admitted += packets;
         }
         return with_bpf_run_stats(dp_->program_fd(), counts);
     }

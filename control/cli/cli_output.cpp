@@ -91,10 +91,11 @@ constexpr std::size_t kDropReasonsShown = 3;
 
 // "source 12.3k, global 1.1k": the drop rate by reason, highest first, from
 // the last sample; reasons whose rate shows as "0" are left out, and "-" when
-// nothing is being dropped.
-std::string drop_rates_by_reason(const json& klass) {
+// nothing is being dropped. `key` is drop_pps_by_reason, or
+// would_drop_pps_by_reason for what classes in shadow would drop.
+std::string drop_rates_by_reason(const json& klass, std::string_view key = "drop_pps_by_reason") {
     std::vector<std::pair<double, std::string>> rates;
-    const json& reasons = member(klass, "drop_pps_by_reason");
+    const json& reasons = member(klass, key);
     if (reasons.is_object()) {
         for (const auto& [reason, pps] : reasons.items()) {
             if (pps.is_number() && human_rate(pps.get<double>()) != "0") rates.emplace_back(pps.get<double>(), reason);
@@ -153,18 +154,46 @@ std::string sources_line(const json& sources) {
            human_rate(number_of(sources, "known")) + " known\n";
 }
 
+bool in_shadow(const json& klass) {
+    const json& shadow = member(klass, "shadow");
+    return shadow.is_boolean() && shadow.get<bool>();
+}
+
 std::string format_interface_stats(const json& interface, double interval_s) {
     using Align = Table::Align;
-    Table table({"CLASS", "PASS/s", "DROP/s", "DROP/s BY REASON", "PASS_PKTS", "DROP_PKTS"},
-                {Align::left, Align::right, Align::right, Align::left, Align::right, Align::right});
-    double packets_per_second = 0;
     const json& classes = member(interface, "classes");
+    // Shadow figures stand beside the enforced ones, once a class is in
+    // shadow or has been: otherwise the table is as it always was.
+    bool shadow_shown = false;
+    if (classes.is_array())
+        for (const json& klass : classes)
+            shadow_shown = shadow_shown || in_shadow(klass) || number_of(klass, "would_drop_packets") > 0;
+    std::vector<std::string> headers{"CLASS", "PASS/s", "DROP/s", "DROP/s BY REASON", "PASS_PKTS", "DROP_PKTS"};
+    std::vector<Align> align{Align::left, Align::right, Align::right, Align::left, Align::right, Align::right};
+    if (shadow_shown) {
+        headers = {"CLASS",        "PASS/s",           "DROP/s",
+                   "WOULD_DROP/s", "DROP/s BY REASON", "WOULD_DROP/s BY REASON",
+                   "PASS_PKTS",    "DROP_PKTS",        "WOULD_DROP_PKTS"};
+        align = {Align::left, Align::right, Align::right, Align::right, Align::left,
+                 Align::left, Align::right, Align::right, Align::right};
+    }
+    Table table(headers, align);
+    double packets_per_second = 0;
     if (classes.is_array()) {
         for (const json& klass : classes) {
-            packets_per_second += number_of(klass, "pass_pps") + number_of(klass, "drop_pps");
-            table.add_row({text_of(klass, "name"), human_rate(number_of(klass, "pass_pps")),
-                           human_rate(number_of(klass, "drop_pps")), drop_rates_by_reason(klass),
-                           text_of(klass, "pass_packets"), text_of(klass, "drop_packets")});
+            packets_per_second +=
+                number_of(klass, "pass_pps") + number_of(klass, "drop_pps") + number_of(klass, "would_drop_pps");
+            if (!shadow_shown) {
+                table.add_row({text_of(klass, "name"), human_rate(number_of(klass, "pass_pps")),
+                               human_rate(number_of(klass, "drop_pps")), drop_rates_by_reason(klass),
+                               text_of(klass, "pass_packets"), text_of(klass, "drop_packets")});
+                continue;
+            }
+            table.add_row({text_of(klass, "name") + (in_shadow(klass) ? " (shadow)" : ""),
+                           human_rate(number_of(klass, "pass_pps")), human_rate(number_of(klass, "drop_pps")),
+                           human_rate(number_of(klass, "would_drop_pps")), drop_rates_by_reason(klass),
+                           drop_rates_by_reason(klass, "would_drop_pps_by_reason"), text_of(klass, "pass_packets"),
+                           text_of(klass, "drop_packets"), text_of(klass, "would_drop_packets")});
         }
     }
 
@@ -385,8 +414,17 @@ std::string format_top(const json& result) {
     if (!sources.is_array() || sources.empty()) return text + "no source is being dropped\n";
 
     using Align = Table::Align;
-    Table table({"RANK", "SOURCE", "CLASS", "INTERFACE", "DROP/s", "SHARE"},
-                {Align::right, Align::left, Align::left, Align::left, Align::right, Align::right});
+    // A source a class in shadow would drop is shown as such, in a column of
+    // its own once there is one: it was passed, not dropped.
+    bool shadow = false;
+    for (const json& source : sources) shadow = shadow || text_of(source, "verdict") == "would_drop";
+    std::vector<std::string> headers{"RANK", "SOURCE", "CLASS", "INTERFACE", "DROP/s", "SHARE"};
+    std::vector<Align> align{Align::right, Align::left, Align::left, Align::left, Align::right, Align::right};
+    if (shadow) {
+        headers.insert(headers.begin() + 3, "VERDICT");
+        align.insert(align.begin() + 3, Align::left);
+    }
+    Table table(headers, align);
     std::size_t rank = 0;
     bool estimated = false;
     for (const json& source : sources) {
@@ -403,10 +441,17 @@ std::string format_top(const json& result) {
             std::snprintf(percent, sizeof(percent), "%.1f%%", share.get<double>() * 100);
             share_text = percent;
         }
-        table.add_row({std::to_string(++rank), text_of(source, "source"), text_of(source, "class"),
-                       text_of(source, "interface"), human_rate(drops) + (rough ? "*" : ""), share_text});
+        std::vector<std::string> row{std::to_string(++rank),
+                                     text_of(source, "source"),
+                                     text_of(source, "class"),
+                                     text_of(source, "interface"),
+                                     human_rate(drops) + (rough ? "*" : ""),
+                                     share_text};
+        if (shadow) row.insert(row.begin() + 3, text_of(source, "verdict"));
+        table.add_row(std::move(row));
     }
     text += table.render();
+    if (shadow) text += "would_drop: passed by a class in shadow, which would drop it when enforcing\n";
     if (estimated) {
         text += "* at most: part of it may be other sources' drops (more sources drop than are tracked)\n";
     }

@@ -288,8 +288,9 @@ void Daemon::drain_drop_events() {
     const double now = monotonic_s();
     for (auto& [name, interface] : interfaces_) {
         HotSources& hot = interface->hot_sources;
-        auto drained = interface->dataplane().drain_events(
-            [&](const sluice_drop_event& event) { hot.add(event.source, static_cast<double>(event.weight), now); });
+        auto drained = interface->dataplane().drain_events([&](const sluice_drop_event& event) {
+            hot.add(event.source, static_cast<double>(event.weight), now, event.verdict);
+        });
         if (!drained)
             log(LogLevel::warn, "cannot read drop events", {{"interface", name}, {"error", drained.error().message}});
     }
@@ -310,6 +311,7 @@ void Daemon::publish_metrics() {
     snapshot.decision_cost_enabled = host_->decision_cost_enabled();
     snapshot.requests = server_.counts();
     snapshot.class_names = class_names();
+    snapshot.shadow_classes = policy_->shadow_classes();
     const double now = monotonic_s();
     for (const auto& [name, interface] : interfaces_) {
         if (!interface->latest) continue;

@@ -117,6 +117,7 @@ Result<json> Daemon::status_json() {
 
 Result<json> Daemon::stats_json() {
     const auto names = class_names();
+    const auto shadow = policy_->shadow_classes();
     json interfaces = json::array();
     double interval_s = 0;
     for (const auto& [name, interface] : interfaces_) {
@@ -144,8 +145,10 @@ Result<json> Daemon::stats_json() {
             json entry{{"id", id}};
             uint64_t packets[SLUICE_VERDICT_COUNT] = {}, bytes[SLUICE_VERDICT_COUNT] = {};
             double pps[SLUICE_VERDICT_COUNT] = {}, bps[SLUICE_VERDICT_COUNT] = {};
-            json by_reason[SLUICE_VERDICT_COUNT] = {json::object(), json::object()};
-            json drop_pps_by_reason = json::object();
+            json by_reason[SLUICE_VERDICT_COUNT];
+            for (json& reasons : by_reason) reasons = json::object();
+            json pps_by_reason[SLUICE_VERDICT_COUNT];  // drop and would_drop only
+            for (json& reasons : pps_by_reason) reasons = json::object();
             for (uint32_t verdict = 0; verdict < SLUICE_VERDICT_COUNT; verdict++) {
                 for (uint32_t reason = 0; reason < SLUICE_REASON_COUNT; reason++) {
                     const uint32_t index = sluice_counter_index(id, verdict, reason);
@@ -156,12 +159,13 @@ Result<json> Daemon::stats_json() {
                     by_reason[verdict][std::string(reason_label(reason))] = counter.packets;
                     pps[verdict] += rate(index, false);
                     bps[verdict] += rate(index, true);
-                    if (verdict == SLUICE_VERDICT_DROP)
-                        drop_pps_by_reason[std::string(reason_label(reason))] = rate(index, false);
+                    if (verdict != SLUICE_VERDICT_PASS)
+                        pps_by_reason[verdict][std::string(reason_label(reason))] = rate(index, false);
                 }
             }
             const auto named = names.find(id);
-            if (named == names.end() && packets[SLUICE_VERDICT_PASS] == 0 && packets[SLUICE_VERDICT_DROP] == 0)
+            if (named == names.end() && packets[SLUICE_VERDICT_PASS] == 0 && packets[SLUICE_VERDICT_DROP] == 0 &&
+                packets[SLUICE_VERDICT_WOULD_DROP] == 0)
                 continue;
             entry["name"] = named != names.end() ? named->second : "class " + std::to_string(id) + " (removed)";
             entry["pass_packets"] = packets[SLUICE_VERDICT_PASS];
@@ -174,7 +178,16 @@ Result<json> Daemon::stats_json() {
             entry["drop_bps"] = bps[SLUICE_VERDICT_DROP];
             entry["passes_by_reason"] = std::move(by_reason[SLUICE_VERDICT_PASS]);
             entry["drops_by_reason"] = std::move(by_reason[SLUICE_VERDICT_DROP]);
-            entry["drop_pps_by_reason"] = std::move(drop_pps_by_reason);
+            entry["drop_pps_by_reason"] = std::move(pps_by_reason[SLUICE_VERDICT_DROP]);
+            // Shadow beside enforcement: what classes in shadow passed but
+            // would have dropped, and whether the class is in shadow now.
+            entry["shadow"] = named != names.end() && shadow.count(id) > 0;
+            entry["would_drop_packets"] = packets[SLUICE_VERDICT_WOULD_DROP];
+            entry["would_drop_bytes"] = bytes[SLUICE_VERDICT_WOULD_DROP];
+            entry["would_drop_pps"] = pps[SLUICE_VERDICT_WOULD_DROP];
+            entry["would_drop_bps"] = bps[SLUICE_VERDICT_WOULD_DROP];
+            entry["would_drops_by_reason"] = std::move(by_reason[SLUICE_VERDICT_WOULD_DROP]);
+            entry["would_drop_pps_by_reason"] = std::move(pps_by_reason[SLUICE_VERDICT_WOULD_DROP]);
             classes.push_back(std::move(entry));
         }
         json health = json::object();
@@ -223,6 +236,7 @@ Result<json> Daemon::top_json(const json& args) {
                                                            {"source", source_address(source.key)},
                                                            {"class", class_label(names, source.key.class_id)},
                                                            {"class_id", source.key.class_id},
+                                                           {"verdict", std::string(verdict_label(source.verdict))},
                                                            {"drops_per_second", source.drops_per_second},
                                                            {"error_per_second", source.error_per_second}});
         }

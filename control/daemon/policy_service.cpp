@@ -177,6 +177,21 @@ std::optional<PolicyVersion> PolicyService::current() const {
     return store_.current();
 }
 
+std::set<uint32_t> PolicyService::shadow_classes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::optional<PolicyVersion> current = store_.current();
+    if (!current) return {};
+    if (shadow_version_ != current->version) {
+        shadow_ids_.clear();
+        // Committed, so it compiled before; if it no longer does, no class is shown in shadow.
+        if (auto compiled = compile_current())
+            for (const sluice_class_entry& cls : compiled.value().classes)
+                if (cls.shadow) shadow_ids_.insert(cls.class_id);
+        shadow_version_ = current->version;
+    }
+    return shadow_ids_;
+}
+
 std::vector<PolicyVersion> PolicyService::history() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return store_.history();

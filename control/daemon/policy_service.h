@@ -74,6 +74,9 @@ class PolicyService {
 
     std::optional<PolicyVersion> current() const;
     std::vector<PolicyVersion> history() const;  // oldest first
+    // The ids of the current version's classes in shadow (empty without one);
+    // the version is compiled once and its answer kept until the next.
+    std::set<uint32_t> shadow_classes() const;
     Result<PolicyVersion> get(uint64_t version) const;
 
   private:
@@ -96,6 +99,9 @@ class PolicyService {
     PolicyLoadOptions options_;
     std::vector<Target> targets_;
     std::set<std::string> stale_;  // target names that may run an uncommitted policy
+    // shadow_classes() of version shadow_version_ (0: not computed yet).
+    mutable uint64_t shadow_version_ = 0;
+    mutable std::set<uint32_t> shadow_ids_;
 };
 
 }  // namespace sluice

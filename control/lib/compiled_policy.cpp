@@ -86,8 +86,9 @@ const sluice_class_entry* CompiledPolicy::find_class(uint32_t class_id) const {
 Status validate(const CompiledPolicy& policy) {
     const sluice_policy_header& h = policy.header;
     if (h.version == 0) return policy_error("version 0 is reserved for \"no policy\"");
-    if (h.non_ip_verdict >= SLUICE_VERDICT_COUNT || h.malformed_verdict >= SLUICE_VERDICT_COUNT)
-        return policy_error("non_ip/malformed verdict out of range");
+    // Unparsed frames have no class to be in shadow: they pass or drop.
+    if (h.non_ip_verdict > SLUICE_VERDICT_DROP || h.malformed_verdict > SLUICE_VERDICT_DROP)
+        return policy_error("non_ip/malformed verdict out of range (pass or drop)");
     if (!valid_level(h.global)) return policy_error("global limit has an unknown unit or accuracy");
 
     std::set<uint32_t> ids;
@@ -109,6 +110,9 @@ Status validate(const CompiledPolicy& policy) {
         // Only the source table knows which sources are new.
         if (cls.new_sources.enabled && !cls.per_source.enabled)
             return policy_error(name + ": a new-source budget needs a per-source limit");
+        if (cls.shadow > 1) return policy_error(name + ": shadow must be 0 or 1");
+        // A shaped class holds packets in its queue; in shadow nothing may be held.
+        if (cls.shadow && cls.shape.queue_packets > 0) return policy_error(name + ": shadow with a shape queue");
         if (cls.shape.queue_packets > SLUICE_SHAPE_QUEUE_MAX)
             return policy_error(name + ": shape queue must be 1.." + std::to_string(SLUICE_SHAPE_QUEUE_MAX) +
                                 " packets (0: not shaped)");

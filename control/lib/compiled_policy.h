@@ -36,12 +36,14 @@ inline constexpr size_t kMaxPrefixesPerFamily = SLUICE_MAX_PREFIXES_PER_FAMILY;
 // The shortest max_delay a shaped class may have (the policy file counts in ms).
 inline constexpr uint64_t kMinShapeDelayNs = 1'000'000;
 
-// Version > 0; class ids unique and in 1..SLUICE_MAX_CLASSES-1; the default
+// Version > 0; non_ip/malformed verdicts pass or drop (never would_drop:
+// unparsed frames have no class in shadow); class ids unique and in 1..SLUICE_MAX_CLASSES-1; the default
 // class and every prefix's class exist; prefixes valid, unique and with no
 // bits set past their length; enums in range; a per-source burst within
 // SLUICE_DEBT_MAX_NS; a new-source budget only with a per-source limit; a
 // shaped class has a queue of 1..SLUICE_SHAPE_QUEUE_MAX, a max delay of
-// 1 ms..SLUICE_SHAPE_MAX_DELAY_NS, a gcra aggregate limit and action limit.
+// 1 ms..SLUICE_SHAPE_MAX_DELAY_NS, a gcra aggregate limit and action limit;
+// shadow is 0 or 1, and never with a shape queue.
 // The class aggregate's algorithm is in range; a gcra one has an
 // aggregate_window of zeros apart from its generation; a window one has its
 // aggregate enabled, a window of SLUICE_WINDOW_MIN_NS..SLUICE_WINDOW_MAX_NS,

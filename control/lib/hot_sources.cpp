@@ -40,7 +40,7 @@ void HotSources::rescale(double now_s) {
     landmark_ = now_s;
 }
 
-void HotSources::add(const sluice_source_key& key, double weight, double now_s) {
+void HotSources::add(const sluice_source_key& key, double weight, double now_s, uint8_t verdict) {
     if (!started_) {
         landmark_ = now_s;
         start_ = now_s;
@@ -50,21 +50,21 @@ void HotSources::add(const sluice_source_key& key, double weight, double now_s) 
     const double scaled = weight * boost(now_s);
     total_ += scaled;
     for (Entry& entry : entries_) {
-        if (!same_key(entry.key, key)) continue;
+        if (!same_key(entry.key, key) || entry.verdict != verdict) continue;
         // A source back after a silence long enough (about 4.6 tau) to decay
         // below 1% of this event starts afresh, so its rate is not diluted by
         // the silent window since it was first seen.
-        if (entry.count < scaled * 0.01) entry = Entry{key, 0, 0, now_s};
+        if (entry.count < scaled * 0.01) entry = Entry{key, verdict, 0, 0, now_s};
         entry.count += scaled;
         return;
     }
     if (entries_.size() < capacity_) {
-        entries_.push_back(Entry{key, scaled, 0, now_s});
+        entries_.push_back(Entry{key, verdict, scaled, 0, now_s});
         return;
     }
     auto smallest = std::min_element(entries_.begin(), entries_.end(),
                                      [](const Entry& a, const Entry& b) { return a.count < b.count; });
-    *smallest = Entry{key, smallest->count + scaled, smallest->count, now_s};
+    *smallest = Entry{key, verdict, smallest->count + scaled, smallest->count, now_s};
 }
 
 std::vector<HotSource> HotSources::top(size_t k, double now_s, double min_rate) const {
@@ -87,7 +87,7 @@ std::vector<HotSource> HotSources::top(size_t k, double now_s, double min_rate) 
         if (rate < min_rate || entry->error * 2 > entry->count) continue;
         out.push_back(HotSource{entry->key, rate, entry->count * decay,
                                 total > 0 ? std::min(entry->count * decay / total, 1.0) : 0,
-                                entry->error * decay / span});
+                                entry->error * decay / span, entry->verdict});
     }
     return out;
 }

@@ -33,6 +33,9 @@ struct HotSource {
     double decayed_drops = 0;     // the count top() ranks by: drops, each weighted by e^(-age / tau)
     double share = 0;             // decayed_drops / decayed_drops_total(): 0..1, summing to at most 1
     double error_per_second = 0;  // how much of drops_per_second may belong to sources it displaced
+    // SLUICE_VERDICT_DROP, or WOULD_DROP: what a class in shadow passed. A
+    // source counts apart under each, so shadow never reads as enforcement.
+    uint8_t verdict = SLUICE_VERDICT_DROP;
 };
 
 class HotSources {
@@ -43,7 +46,8 @@ class HotSources {
     explicit HotSources(size_t capacity = kDefaultCapacity, double tau_seconds = kDefaultTauSeconds);
 
     // `now_s` must not go backwards (a monotonic clock in seconds).
-    void add(const sluice_source_key& key, double weight, double now_s);
+    // `verdict` is the drop event's: DROP, or WOULD_DROP from a class in shadow.
+    void add(const sluice_source_key& key, double weight, double now_s, uint8_t verdict = SLUICE_VERDICT_DROP);
     // The k sources with the most decayed drops, most first. Left out: sources
     // whose rate decayed below `min_rate`, and counters more than half of
     // which may belong to displaced sources (many equal sources: none stands out).
@@ -57,6 +61,7 @@ class HotSources {
   private:
     struct Entry {
         sluice_source_key key;
+        uint8_t verdict;
         double count;       // forward-decayed
         double error;       // forward-decayed
         double first_seen;  // when this entry started counting

@@ -39,9 +39,13 @@ void add(MetricFamily& family, Labels labels, double value) {
 
 // Series that a class can have, so rate() has a zero to start from: class 0
 // only sees frames that never reached classification; the others every
-// limiting outcome.
-bool possible(uint32_t class_id, uint32_t verdict, uint32_t reason) {
-    if (class_id == 0) return reason == SLUICE_REASON_NON_IP || reason == SLUICE_REASON_MALFORMED;
+// limiting outcome, and a class in shadow each one also as would_drop.
+bool possible(uint32_t class_id, bool shadow, uint32_t verdict, uint32_t reason) {
+    // Unparsed frames are never shadowed: they pass or drop.
+    if (class_id == 0)
+        return verdict != SLUICE_VERDICT_WOULD_DROP &&
+               (reason == SLUICE_REASON_NON_IP || reason == SLUICE_REASON_MALFORMED);
+    if (verdict == SLUICE_VERDICT_WOULD_DROP) return shadow && possible(class_id, false, SLUICE_VERDICT_DROP, reason);
     switch (reason) {
         case SLUICE_REASON_ADMITTED:
         case SLUICE_REASON_ALLOWED:
@@ -64,13 +68,14 @@ void add_decisions(const DaemonSnapshot& snapshot, const InterfaceSnapshot& inte
     uint64_t table_full_by_verdict[SLUICE_VERDICT_COUNT] = {};
     for (uint32_t class_id = 0; class_id < SLUICE_MAX_CLASSES; class_id++) {
         const bool known = snapshot.class_names.count(class_id) > 0;
+        const bool shadow = snapshot.shadow_classes.count(class_id) > 0;
         for (uint32_t verdict = 0; verdict < SLUICE_VERDICT_COUNT; verdict++) {
             for (uint32_t reason = 0; reason < SLUICE_REASON_COUNT; reason++) {
                 const uint32_t index = sluice_counter_index(class_id, verdict, reason);
                 if (index >= interface.counters.size()) continue;
                 const sluice_counter& counter = interface.counters[index];
                 if (reason == SLUICE_REASON_TABLE_FULL) table_full_by_verdict[verdict] += counter.packets;
-                if (counter.packets == 0 && !(known && possible(class_id, verdict, reason))) continue;
+                if (counter.packets == 0 && !(known && possible(class_id, shadow, verdict, reason))) continue;
                 Labels labels{{"class", class_label(snapshot.class_names, class_id)},
                               {"interface", interface.name},
                               {"reason", std::string(reason_label(reason))},
@@ -83,7 +88,8 @@ void add_decisions(const DaemonSnapshot& snapshot, const InterfaceSnapshot& inte
     add(table_full, {{"decision", "open"}, {"interface", interface.name}},
         static_cast<double>(table_full_by_verdict[SLUICE_VERDICT_PASS]));
     add(table_full, {{"decision", "closed"}, {"interface", interface.name}},
-        static_cast<double>(table_full_by_verdict[SLUICE_VERDICT_DROP]));
+        static_cast<double>(table_full_by_verdict[SLUICE_VERDICT_DROP] +
+                            table_full_by_verdict[SLUICE_VERDICT_WOULD_DROP]));
     add(table_full, {{"decision", "evict"}, {"interface", interface.name}},
         static_cast<double>(interface.stats[SLUICE_STAT_SOURCE_EVICTIONS]));
 }
@@ -110,7 +116,8 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
     auto table_full =
         family("sluice_table_full_decisions_total",
                "Packets of new sources that found both of their sets in debt, by the on_table_full decision "
-               "(evict: the packet took the entry closest to free; open: passed untracked; closed: dropped).",
+               "(evict: the packet took the entry closest to free; open: passed untracked; closed: dropped, or "
+               "passed as would_drop by a class in shadow).",
                MetricType::Counter);
     auto run_time =
         family("sluice_bpf_run_time_seconds_total",
@@ -149,8 +156,14 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
                                     "The policy version the interface's program runs.", MetricType::Gauge);
     auto hot = family("sluice_hot_source_drop_rate",
                       "Drops per second of the most-dropped sources (top 20 per interface, decayed over ~10 s), "
-                      "from sampled drop events.",
+                      "from sampled drop events; verdict would_drop: a class in shadow passed them.",
                       MetricType::Gauge);
+    auto shadow = family("sluice_class_shadow",
+                         "1 for a class of the current policy in shadow: it counts as would_drop what it would drop, "
+                         "and passes it.",
+                         MetricType::Gauge);
+    for (const auto& [id, name] : snapshot.class_names)
+        if (id != SLUICE_CLASS_UNCLASSIFIED) add(shadow, {{"class", name}}, snapshot.shadow_classes.count(id) ? 1 : 0);
 
     for (const InterfaceSnapshot& interface : snapshot.interfaces) {
         const std::string& name = interface.name;
@@ -183,7 +196,8 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
             add(hot,
                 {{"class", class_label(snapshot.class_names, source.key.class_id)},
                  {"interface", name},
-                 {"source", source_address(source.key)}},
+                 {"source", source_address(source.key)},
+                 {"verdict", std::string(verdict_label(source.verdict))}},
                 source.drops_per_second);
     }
 
@@ -219,10 +233,10 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
 
     std::vector<MetricFamily> families;
     for (MetricFamily* f :
-         {&packets,  &bytes,   &table_full, &run_time, &run_count,     &errors,          &sources,
-          &capacity, &inserts, &contended,  &events,   &no_policy,     &window_restarts, &interface_version,
-          &hot,      &version, &info,       &pushes,   &stats_enabled, &build,           &start,
-          &uptime,   &requests})
+         {&packets,  &bytes,   &table_full, &run_time, &run_count, &errors,          &sources,
+          &capacity, &inserts, &contended,  &events,   &no_policy, &window_restarts, &interface_version,
+          &hot,      &shadow,  &version,    &info,     &pushes,    &stats_enabled,   &build,
+          &start,    &uptime,  &requests})
         families.push_back(std::move(*f));
     return families;
 }

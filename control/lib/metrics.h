@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,7 @@ struct DaemonSnapshot {
     bool decision_cost_enabled = false;
     RequestCounts requests;
     std::map<uint32_t, std::string> class_names;  // id -> name in the current policy
+    std::set<uint32_t> shadow_classes;            // ids of the current policy's classes in shadow
     std::vector<InterfaceSnapshot> interfaces;
 };
 

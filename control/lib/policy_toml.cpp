@@ -39,11 +39,12 @@ constexpr Choice<uint8_t> kActions[] = {
 constexpr Choice<uint8_t> kVerdicts[] = {{"pass", SLUICE_VERDICT_PASS}, {"drop", SLUICE_VERDICT_DROP}};
 
 constexpr std::string_view kTopKeys[] = {"version", "defaults", "global", "class"};
-constexpr std::string_view kDefaultsKeys[] = {
-    "unit", "accuracy", "on_table_full", "non_ip", "malformed", "max_frame_bytes", "prefix_v4", "prefix_v6", "class"};
+constexpr std::string_view kDefaultsKeys[] = {"unit",      "accuracy",        "on_table_full", "non_ip",
+                                              "malformed", "max_frame_bytes", "prefix_v4",     "prefix_v6",
+                                              "class",     "shadow"};
 constexpr std::string_view kClassKeys[] = {
     "name",      "match",           "action",     "unit",        "accuracy",  "on_table_full", "prefix_v4",
-    "prefix_v6", "max_frame_bytes", "per_source", "new_sources", "aggregate", "shape"};
+    "prefix_v6", "max_frame_bytes", "per_source", "new_sources", "aggregate", "shape",         "shadow"};
 
 bool valid_class_name(std::string_view name) {
     if (name.empty() || name.size() > kMaxClassNameLength || name[0] < 'a' || name[0] > 'z') return false;
@@ -256,6 +257,19 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
         entry.aggregate = limit.value().level;
         entry.aggregate_window = limit.value().window;
     }
+    if (shape.value() && settings.shadow) {
+        // The shape queue holds packets; a class in shadow must pass each one
+        // as it comes, or trying a limit would already delay traffic.
+        const bool own = cls.find("shadow") != nullptr;
+        const std::string shape_at = position(path_, cls.find("shape")->source());
+        if (own)
+            return cls.at(*cls.find("shadow"), "shadow",
+                          "cannot be true with shape (" + shape_at +
+                              "): the shape queue holds packets, and a class in shadow holds none");
+        return located(path_, *settings.shadow_where, "defaults.shadow",
+                       "true applies to " + cls.name() + ", whose shape (" + shape_at +
+                           ") holds packets, and a class in shadow holds none; set shadow = false on that class");
+    }
     if (shape.value()) {
         if (!aggregate.value()) return shape_error("needs an aggregate limit (the queue drains at the aggregate rate)");
         if (entry.aggregate_window.algorithm != SLUICE_ALGORITHM_GCRA)
@@ -270,6 +284,7 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
     entry.on_table_full = settings.on_table_full;
     entry.prefix_v4 = settings.prefix_v4;
     entry.prefix_v6 = settings.prefix_v6;
+    entry.shadow = settings.shadow ? 1 : 0;
 
     if (auto match = read_match(cls, out.name, out.prefixes); !match) return match.error();
     return out;

@@ -111,6 +111,14 @@ Result<std::optional<std::string>> Fields::string(std::string_view key) const {
     return std::optional<std::string>{value->get()};
 }
 
+Result<std::optional<bool>> Fields::boolean(std::string_view key) const {
+    const toml::node* node = find(key);
+    if (!node) return std::optional<bool>{};
+    const auto* value = node->as_boolean();
+    if (!value) return at(*node, key, "expected true or false, got " + describe(*node));
+    return std::optional<bool>{value->get()};
+}
+
 Result<std::optional<uint64_t>> Fields::duration(std::string_view key, uint64_t min_ns, uint64_t max_ns) const {
     static constexpr struct {
         std::string_view suffix;

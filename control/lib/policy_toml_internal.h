@@ -77,6 +77,8 @@ class Fields {
 
     Result<std::optional<std::string>> string(std::string_view key) const;
 
+    Result<std::optional<bool>> boolean(std::string_view key) const;
+
     // The duration string at `key` ("500ms", "1s", "10m", "2h", "1d": digits
     // and one unit) in ns, within min_ns..max_ns; nullopt when absent.
     Result<std::optional<uint64_t>> duration(std::string_view key, uint64_t min_ns, uint64_t max_ns) const;
@@ -114,6 +116,10 @@ struct ClassSettings {
     uint32_t max_frame_bytes = kDefaultMaxFrameBytes;
     uint8_t prefix_v4 = 32;
     uint8_t prefix_v6 = 64;
+    bool shadow = false;
+    // Where shadow was set to what it is (a default set in [defaults] points
+    // there), so a refusal about it can say where it came from.
+    std::optional<toml::source_region> shadow_where;
 };
 
 // Overrides in `settings` whatever `fields` sets.

@@ -103,6 +103,8 @@ Status read_class_settings(const Fields& fields, ClassSettings& settings) {
     if (!prefix_v4) return prefix_v4.error();
     auto prefix_v6 = fields.integer("prefix_v6", 1, 128);
     if (!prefix_v6) return prefix_v6.error();
+    auto shadow = fields.boolean("shadow");
+    if (!shadow) return shadow.error();
 
     settings.unit = unit.value().value_or(settings.unit);
     settings.accuracy = accuracy.value().value_or(settings.accuracy);
@@ -110,6 +112,10 @@ Status read_class_settings(const Fields& fields, ClassSettings& settings) {
     settings.max_frame_bytes = static_cast<uint32_t>(max_frame_bytes.value().value_or(settings.max_frame_bytes));
     settings.prefix_v4 = static_cast<uint8_t>(prefix_v4.value().value_or(settings.prefix_v4));
     settings.prefix_v6 = static_cast<uint8_t>(prefix_v6.value().value_or(settings.prefix_v6));
+    if (shadow.value()) {
+        settings.shadow = *shadow.value();
+        settings.shadow_where = fields.find("shadow")->source();
+    }
     return ok_status();
 }
 

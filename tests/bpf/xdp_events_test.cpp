@@ -76,17 +76,18 @@ TEST_F(XdpDropEvents, EventsCarryTheReasonAndTheAggregatedSource) {
     for (const auto& e : events) EXPECT_EQ(e.weight, kPeriod);
 }
 
-// A class in shadow passes what it would drop, and samples it the same way,
-// marked: hot sources are found before a limit enforces anything.
-TEST_F(XdpDropEvents, WouldDropsOfAShadowClassAreSampledWithTheirVerdict) {
+// A class in shadow samples what it would drop like a drop, with its
+// verdict, so hot-source detection can tell shadow from enforcement.
+TEST_F(XdpDropEvents, AClassInShadowSamplesWouldDropsWithTheirVerdict) {
     apply(policy().add({.id = 3, .per_source = Limit{.rate = 1, .burst = 1}, .shadow = true}).build());
-    EXPECT_EQ(run(udp_from("192.0.2.98"), 1 + kPeriod), static_cast<uint32_t>(XDP_PASS));
+    EXPECT_EQ(run(udp_from("192.0.2.7"), kPeriod + 1), static_cast<uint32_t>(XDP_PASS));
     EXPECT_EQ(counts().packets(3, SLUICE_VERDICT_WOULD_DROP, SLUICE_REASON_SOURCE), kPeriod);
     const auto events = drain_events();
     ASSERT_EQ(events.size(), 1u);
     EXPECT_EQ(events[0].verdict, SLUICE_VERDICT_WOULD_DROP);
     EXPECT_EQ(events[0].reason, SLUICE_REASON_SOURCE);
     EXPECT_EQ(events[0].source.class_id, 3u);
+    EXPECT_EQ(events[0].weight, kPeriod);
 }
 
 TEST_F(XdpDropEvents, UnparsedDropsSendNoEvents) {

@@ -310,7 +310,8 @@ SluiceE2E::HttpResponse SluiceE2E::http_get(int port, const std::string& target,
 
 // ---- traffic --------------------------------------------------------------------------
 
-std::vector<std::string> SluiceE2E::traffic_argv(const std::vector<Flow>& flows, double seconds) const {
+std::vector<std::string> SluiceE2E::traffic_argv(const std::vector<Flow>& flows, double seconds,
+                                                 std::optional<uint64_t> frames) const {
     // Frames leave sl1 and arrive on sl0, where sluiced attached the program;
     // packet taps on sl0 see only what it passed.
     std::vector<std::string> argv = {
@@ -320,6 +321,10 @@ std::vector<std::string> SluiceE2E::traffic_argv(const std::vector<Flow>& flows,
         argv.push_back("--flow");
         argv.push_back(f.name + ":" + f.source + ":" + figure(f.pps));
     }
+    if (frames) {
+        argv.push_back("--count");
+        argv.push_back(std::to_string(*frames));
+    }
     return argv;
 }
 
@@ -328,8 +333,16 @@ std::optional<TrafficReport> SluiceE2E::traffic(const std::vector<Flow>& flows, 
     return finish_traffic(start_traffic(flows, seconds, name), seconds, name);
 }
 
+std::optional<TrafficReport> SluiceE2E::traffic_count(const std::vector<Flow>& flows, uint64_t frames, double seconds) {
+    const std::string name = "traffic-" + std::to_string(ctl_runs_++);
+    return finish_traffic(spawn_traffic(traffic_argv(flows, seconds, frames), name), seconds, name);
+}
+
 pid_t SluiceE2E::start_traffic(const std::vector<Flow>& flows, double seconds, const std::string& scratch_name) {
-    const auto argv = traffic_argv(flows, seconds);
+    return spawn_traffic(traffic_argv(flows, seconds), scratch_name);
+}
+
+pid_t SluiceE2E::spawn_traffic(const std::vector<std::string>& argv, const std::string& scratch_name) {
     write_file(scratch(scratch_name + ".cmd"), join_argv(argv));
     const int64_t spawned = unix_now_ns();
     const pid_t pid = spawn(argv, SpawnOptions{.stdout_path = scratch(scratch_name + ".out"),

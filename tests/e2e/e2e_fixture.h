@@ -146,6 +146,9 @@ class SluiceE2E : public ::testing::Test {
     // Runs sluice-traffic in the namespace: sends `flows` out of sl1 for
     // `seconds` and counts per source on sl0. Frames are small UDP datagrams.
     std::optional<TrafficReport> traffic(const std::vector<Flow>& flows, double seconds);
+    // The same, but each flow sends exactly `frames` (none skipped; the run
+    // ends when all have, `seconds` being only a deadline).
+    std::optional<TrafficReport> traffic_count(const std::vector<Flow>& flows, uint64_t frames, double seconds);
     // The same in the background: start, do things, finish.
     pid_t start_traffic(const std::vector<Flow>& flows, double seconds, const std::string& scratch_name);
     std::optional<TrafficReport> finish_traffic(pid_t pid, double seconds, const std::string& scratch_name);
@@ -167,7 +170,9 @@ class SluiceE2E : public ::testing::Test {
   private:
     void teardown();
     std::string scratch(const std::string& name) const { return dir_ + "/" + name; }
-    std::vector<std::string> traffic_argv(const std::vector<Flow>& flows, double seconds) const;
+    std::vector<std::string> traffic_argv(const std::vector<Flow>& flows, double seconds,
+                                          std::optional<uint64_t> frames = std::nullopt) const;
+    pid_t spawn_traffic(const std::vector<std::string>& argv, const std::string& scratch_name);
     std::optional<TrafficReport> parse_traffic(const ProcResult& run, const std::string& command);
 
     std::map<pid_t, int64_t> traffic_spawned_;  // pid -> CLOCK_REALTIME ns at spawn

@@ -63,7 +63,7 @@ constexpr int64_t kMinSleepNs = 100'000;
 
 constexpr const char* kUsage =
     "usage: sluice-traffic --tx-dev IFNAME --rx-dev IFNAME --duration SECONDS --flow NAME:SRC:PPS...\n"
-    "                      [--json PATH|-] [--live-file PATH] [--frame-bytes N] [--dst ADDRESS]...\n"
+    "                      [--json PATH|-] [--live-file PATH] [--frame-bytes N] [--dst ADDRESS]... [--count N]\n"
     "  --flow NAME:SRC:PPS  SRC is one address or a prefix (10.3.0.0/22, 2001:db8:3::/120) whose\n"
     "                       addresses are cycled round-robin; PPS is the flow's total rate\n"
     "  --json PATH|-        where the JSON report goes (default: stdout)\n"
@@ -71,7 +71,9 @@ constexpr const char* kUsage =
     "  --frame-bytes N      Ethernet frame length without FCS (default 64)\n"
     "  --dst ADDRESS        destination for IPv4 or IPv6 flows (default 10.255.0.1, fd00::1)\n"
     "  --tx-cpu N           run the sender on CPU N; on veth the receive side's XDP then runs\n"
-    "                       there too, which makes per-CPU (split) limits reproducible\n";
+    "                       there too, which makes per-CPU (split) limits reproducible\n"
+    "  --count N            each flow sends exactly N frames, none skipped (a flow that falls\n"
+    "                       behind sends them late); the run ends when all have, or at --duration\n";
 
 int64_t monotonic_ns() {
     timespec ts{};
@@ -98,6 +100,7 @@ struct Options {
     std::string live_file;
     size_t frame_bytes = 64;
     std::optional<int> tx_cpu;
+    std::optional<uint64_t> count;  // frames per flow; nullopt: as many as the rate and duration make
     Address dst_v4 = *parse_address("10.255.0.1");
     Address dst_v6 = *parse_address("fd00::1");
 };
@@ -149,6 +152,13 @@ Result<std::optional<Options>> parse_options(int argc, char** argv) {
             if (value.empty() || *end != '\0' || errno != 0 || value[0] == '-' || cpu >= CPU_SETSIZE)
                 return Error{quoted + ": expected a CPU number"};
             options.tx_cpu = static_cast<int>(cpu);
+        } else if (option == "--count") {
+            char* end = nullptr;
+            errno = 0;
+            const unsigned long long count = std::strtoull(value.c_str(), &end, 10);
+            if (value.empty() || *end != '\0' || errno != 0 || value[0] == '-' || count == 0)
+                return Error{quoted + ": expected a number of frames, at least 1"};
+            options.count = count;
         } else if (option == "--dst") {
             const auto address = parse_address(value);
             if (!address) return Error{quoted + ": bad address \"" + value + "\""};
@@ -283,15 +293,17 @@ class ReceiverDrops {
 
 struct SendOutcome {
     Status status = ok_status();
-    uint64_t busy = 0;  // sendmmsg calls refused for lack of room (ENOBUFS)
+    uint64_t busy = 0;     // sendmmsg calls refused for lack of room (ENOBUFS)
+    int64_t ended_ns = 0;  // when sending stopped (a --count run: before the deadline)
 };
 
 // Sends every flow at its rate until end_ns or stop. Frame k of a flow is
 // due k/pps seconds after start_ns; due frames of all flows are interleaved
 // round-robin into batches. A flow more than ~10 ms behind skips frames
-// rather than bursting later.
+// rather than bursting later; with `frames_per_flow`, it skips none (so
+// exactly that many go out) and the run ends once every flow has sent them.
 SendOutcome send_paced(int fd, const Interface& tx, Flows& flows, int64_t start_ns, int64_t end_ns,
-                       const std::atomic<bool>& stop) {
+                       std::optional<uint64_t> frames_per_flow, const std::atomic<bool>& stop) {
     SendOutcome outcome;
     size_t frame_bytes = 0;
     for (const auto& flow : flows) frame_bytes = std::max(frame_bytes, flow->frame.bytes.size());
@@ -310,17 +322,24 @@ SendOutcome send_paced(int fd, const Interface& tx, Flows& flows, int64_t start_
     std::vector<uint64_t> owed(flows.size());
     std::vector<uint64_t> in_batch(flows.size());
     size_t first_flow = 0;  // rotates so a full batch favours no flow
-    while (!stop.load(std::memory_order_relaxed)) {
+    const auto all_sent = [&] {
+        return frames_per_flow && std::all_of(flows.begin(), flows.end(),
+                                              [&](const auto& flow) { return flow->scheduled >= *frames_per_flow; });
+    };
+    while (!stop.load(std::memory_order_relaxed) && !all_sent()) {
         const int64_t now = monotonic_ns();
         if (now >= end_ns) break;
         const double elapsed_s = static_cast<double>(now - start_ns) / kNsPerSecond;
         uint64_t total_owed = 0;
         for (size_t f = 0; f < flows.size(); f++) {
             Flow& flow = *flows[f];
-            const auto due = static_cast<uint64_t>(elapsed_s * flow.spec.pps) + 1;
+            auto due = static_cast<uint64_t>(elapsed_s * flow.spec.pps) + 1;
+            if (frames_per_flow) due = std::min(due, *frames_per_flow);
             const auto max_owed = std::max<uint64_t>(8, static_cast<uint64_t>(flow.spec.pps / 100));
             owed[f] = due > flow.scheduled ? due - flow.scheduled : 0;
-            if (owed[f] > max_owed) {
+            if (owed[f] > max_owed && frames_per_flow) {
+                owed[f] = max_owed;  // the rest go out late, in the passes that follow
+            } else if (owed[f] > max_owed) {
                 flow.skipped.fetch_add(owed[f] - max_owed, std::memory_order_relaxed);
                 flow.scheduled += owed[f] - max_owed;
                 owed[f] = max_owed;
@@ -377,15 +396,18 @@ SendOutcome send_paced(int fd, const Interface& tx, Flows& flows, int64_t start_
             if (static_cast<size_t>(accepted) < count) outcome.busy++;
             if (total_owed > count) continue;  // more is due already
         }
+        if (all_sent()) break;
 
         int64_t wake_ns = end_ns;
         for (const auto& flow : flows) {
+            if (frames_per_flow && flow->scheduled >= *frames_per_flow) continue;  // done
             const auto due_ns =
                 start_ns + static_cast<int64_t>(static_cast<double>(flow->scheduled) / flow->spec.pps * kNsPerSecond);
             wake_ns = std::min(wake_ns, due_ns);
         }
         sleep_until_ns(std::min(end_ns, std::max(wake_ns, monotonic_ns() + kMinSleepNs)));
     }
+    outcome.ended_ns = monotonic_ns();
     return outcome;
 }
 
@@ -670,7 +692,8 @@ int run(const Options& options) {
                 return;
             }
         }
-        send_outcome = send_paced(send_socket.value().get(), tx.value(), flows, start_ns, end_ns, stop_sending);
+        send_outcome =
+            send_paced(send_socket.value().get(), tx.value(), flows, start_ns, end_ns, options.count, stop_sending);
         sender_done = true;
     });
 
@@ -721,7 +744,8 @@ int run(const Options& options) {
         }
     }
     sender.join();
-    if (!interrupted) stopped_ns = std::min(end_ns, monotonic_ns());
+    // The sender's own end: the loop above notices it up to 100 ms late.
+    if (!interrupted) stopped_ns = std::min(end_ns, send_outcome.ended_ns > 0 ? send_outcome.ended_ns : monotonic_ns());
     const double duration_s = static_cast<double>(stopped_ns - start_ns) / kNsPerSecond;
     sleep_until_ns(monotonic_ns() + kDrainNs);
     stop_receiving = true;

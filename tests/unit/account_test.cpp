@@ -83,8 +83,8 @@ TEST(Account, CountsPacketsAndBytesInTheDecisionsSlot) {
 }
 
 TEST(Account, ASlotOutOfRangeIsClampedIntoTheCounters) {
-    // Class ids wrap to the class table, verdicts to their bit, and an
-    // unknown reason counts as reason 0: never outside the counters.
+    // Class ids wrap to the class table, an unknown verdict counts as drop,
+    // and an unknown reason as reason 0: never outside the counters.
     EXPECT_EQ(sluice_class_slot(SLUICE_MAX_CLASSES + 5), 5u);
     EXPECT_EQ(sluice_decision_counter(SLUICE_MAX_CLASSES + 5, pass()),
               sluice_counter_index(5, SLUICE_VERDICT_PASS, SLUICE_REASON_ADMITTED));
@@ -108,8 +108,25 @@ TEST(Account, OneDropOfAKnownSourceInEveryPeriodIsSentWithItsWeight) {
     EXPECT_EQ(std::memcmp(&e.source, &key, sizeof(key)), 0);
     EXPECT_EQ(e.frame_len, 64u);
     EXPECT_EQ(e.reason, SLUICE_REASON_SOURCE);
+    EXPECT_EQ(e.verdict, SLUICE_VERDICT_DROP);
     EXPECT_EQ(e.weight, 4u);
     for (uint8_t pad : e._pad) EXPECT_EQ(pad, 0u) << "padding leaves zeroed, whatever the ring held";
+}
+
+TEST(Account, AWouldDropIsCountedApartAndSampledWithItsVerdict) {
+    FakeBackend b;
+    b.sample_mask = 0;
+    const sluice_source_key key = key_of(3, 7);
+    sluice_decision would = drop(SLUICE_REASON_SOURCE);
+    would.verdict = SLUICE_VERDICT_WOULD_DROP;
+    sluice_account(&b, 3, would, 80, &key);
+    sluice_account(&b, 3, drop(SLUICE_REASON_SOURCE), 90, &key);
+    EXPECT_EQ(b.counters[sluice_counter_index(3, SLUICE_VERDICT_WOULD_DROP, SLUICE_REASON_SOURCE)].bytes, 80u);
+    EXPECT_EQ(b.counters[sluice_counter_index(3, SLUICE_VERDICT_DROP, SLUICE_REASON_SOURCE)].bytes, 90u);
+    // Hot-source detection sees both, and can tell shadow from enforcement.
+    ASSERT_EQ(b.sent.size(), 2u);
+    EXPECT_EQ(b.sent[0].verdict, SLUICE_VERDICT_WOULD_DROP);
+    EXPECT_EQ(b.sent[1].verdict, SLUICE_VERDICT_DROP);
 }
 
 TEST(Account, PassesAndDropsWithoutASourceAreNeverSampled) {

@@ -85,11 +85,39 @@ TEST(CompiledPolicy, OutOfRangeEnumsAreRefused) {
     p.classes[0].action = 3;
     EXPECT_THAT(error_of(p), HasSubstr("action"));
     p = two_classes();
-    p.header.malformed_verdict = 2;
+    p.header.malformed_verdict = 3;
     EXPECT_THAT(error_of(p), HasSubstr("verdict out of range"));
+    // Unparsed frames have no class to be in shadow: pass or drop only.
+    p = two_classes();
+    p.header.non_ip_verdict = SLUICE_VERDICT_WOULD_DROP;
+    EXPECT_THAT(error_of(p), HasSubstr("non_ip/malformed verdict out of range (pass or drop)"));
+    p = two_classes();
+    p.header.malformed_verdict = SLUICE_VERDICT_WOULD_DROP;
+    EXPECT_THAT(error_of(p), HasSubstr("non_ip/malformed verdict out of range (pass or drop)"));
     p = two_classes();
     p.classes[1].aggregate.accuracy = 7;
     EXPECT_THAT(error_of(p), HasSubstr("unknown unit or accuracy"));
+}
+
+TEST(CompiledPolicy, ShadowIsAFlagAndNeverWithAShapeQueue) {
+    CompiledPolicy p = two_classes();
+    p.classes[0].shadow = 1;
+    p.classes[1].action = SLUICE_ACTION_DROP;  // an action is shadowed too
+    p.classes[1].shadow = 1;
+    auto status = validate(p);
+    EXPECT_TRUE(status.ok()) << status.error().message;
+    p.classes[0].shadow = 2;
+    EXPECT_THAT(error_of(p), HasSubstr("class 1: shadow must be 0 or 1"));
+
+    // A shaped class holds packets; one in shadow must not.
+    p = two_classes();
+    p.classes[1].aggregate = make_level(1000, 100);
+    p.classes[1].shape.queue_packets = 16;
+    p.classes[1].shape.max_delay_ns = 50'000'000;
+    status = validate(p);
+    EXPECT_TRUE(status.ok()) << status.error().message;
+    p.classes[1].shadow = 1;
+    EXPECT_THAT(error_of(p), HasSubstr("class 2: shadow with a shape queue"));
 }
 
 TEST(CompiledPolicy, ShapedClassesAreBoundedAndDrainAtAnAggregateRate) {

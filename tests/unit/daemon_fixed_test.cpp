@@ -254,6 +254,7 @@ TEST_F(DaemonFixedTest, DropEventsFeedTop) {
     event.source.family = SLUICE_FAMILY_IPV4;
     event.source.addr[0] = 198, event.source.addr[1] = 51, event.source.addr[2] = 100, event.source.addr[3] = 7;
     event.reason = SLUICE_REASON_SOURCE;
+    event.verdict = SLUICE_VERDICT_DROP;
     event.weight = 64;
     point_->queue_event(event);
 
@@ -267,6 +268,61 @@ TEST_F(DaemonFixedTest, DropEventsFeedTop) {
     EXPECT_EQ(sources[0]["source"], "198.51.100.7");
     EXPECT_EQ(sources[0]["class"], "web");
     EXPECT_EQ(sources[0]["interface"], "port0");
+    EXPECT_EQ(sources[0]["verdict"], "drop");
+}
+
+TEST_F(DaemonFixedTest, ShadowFiguresStandBesideEnforcedOnesInStatsAndTop) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_EQ(ctl({"policy", "push", write_policy(test::kWebInShadow, "p.toml")}).status, 0);
+    const uint32_t web = ctl_json({"policy", "show"})["classes"]["web"].get<uint32_t>();
+    point_->set_counter(web, SLUICE_VERDICT_PASS, SLUICE_REASON_ADMITTED, {100, 6400});
+    point_->set_counter(web, SLUICE_VERDICT_WOULD_DROP, SLUICE_REASON_SOURCE, {7, 448});
+
+    const json stats = ctl_json({"stats"});
+    const auto& classes = stats["interfaces"][0]["classes"];
+    const auto class_named = [&](const std::string& name) {
+        const auto found =
+            std::find_if(classes.begin(), classes.end(), [&](const json& c) { return c["name"] == name; });
+        return found != classes.end() ? *found : json();
+    };
+    const json found = class_named("web");
+    ASSERT_FALSE(found.is_null()) << stats.dump();
+    EXPECT_EQ(found["shadow"], true);
+    EXPECT_EQ(found["pass_packets"], 100);
+    EXPECT_EQ(found["drop_packets"], 0);
+    EXPECT_EQ(found["would_drop_packets"], 7);
+    EXPECT_EQ(found["would_drop_bytes"], 448);
+    EXPECT_EQ(found["would_drops_by_reason"], (json{{"source", 7}}));
+    EXPECT_EQ(found["drops_by_reason"], json::object());
+    EXPECT_EQ(class_named("default")["shadow"], false);
+    const CtlRun human = ctl({"stats"});
+    EXPECT_NE(human.out.find("WOULD_DROP_PKTS"), std::string::npos) << human.out;
+    EXPECT_NE(human.out.find("\nweb (shadow) "), std::string::npos) << human.out;
+
+    sluice_drop_event event{};
+    event.source.class_id = web;
+    event.source.family = SLUICE_FAMILY_IPV4;
+    event.source.addr[0] = 198, event.source.addr[1] = 51, event.source.addr[2] = 100, event.source.addr[3] = 7;
+    event.reason = SLUICE_REASON_SOURCE;
+    event.verdict = SLUICE_VERDICT_WOULD_DROP;
+    event.weight = 64;
+    point_->queue_event(event);
+    json sources;
+    for (int attempt = 0; attempt < 20 && sources.empty(); attempt++) {
+        sources = ctl_json({"top", "-n", "5"})["sources"];
+        if (sources.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_EQ(sources.size(), 1u);
+    EXPECT_EQ(sources[0]["verdict"], "would_drop");
+
+    // Promoting is one new version without shadow.
+    ASSERT_EQ(ctl({"policy", "push", write_policy(test::kTwoClasses, "q.toml")}).status, 0);
+    EXPECT_EQ(point_->applied().back().find_class(web)->shadow, 0);
+    const json promoted = ctl_json({"stats"})["interfaces"][0]["classes"];
+    for (const json& c : promoted)
+        if (c["name"] == "web") {
+            EXPECT_EQ(c["shadow"], false);
+        }
 }
 
 TEST_F(DaemonFixedTest, AttachAndDetachAreRefusedBecauseThePortsAreFixed) {

@@ -313,6 +313,7 @@ TEST(Abi, EveryVerdictAndReasonHasADistinctName) {
     EXPECT_EQ(names.count("unknown"), 0u);
     EXPECT_EQ(verdict_label(SLUICE_VERDICT_PASS), "pass");
     EXPECT_EQ(verdict_label(SLUICE_VERDICT_DROP), "drop");
+    EXPECT_EQ(verdict_label(SLUICE_VERDICT_WOULD_DROP), "would_drop");
 }
 
 }  // namespace

@@ -122,6 +122,18 @@ TEST(HotSources, ClassIsPartOfTheKey) {
     EXPECT_EQ(hot.top(5, 0).size(), 2u);
 }
 
+TEST(HotSources, AWouldDropCountsApartFromADrop) {
+    // One source, first in shadow then enforced: shadow never reads as enforcement.
+    HotSources hot(8, 10.0);
+    hot.add(ipv4(1), 10, 0, SLUICE_VERDICT_WOULD_DROP);
+    hot.add(ipv4(1), 30, 0);
+    const auto top = hot.top(5, 0);
+    ASSERT_EQ(top.size(), 2u);
+    EXPECT_EQ(top[0].verdict, SLUICE_VERDICT_DROP);
+    EXPECT_EQ(top[1].verdict, SLUICE_VERDICT_WOULD_DROP);
+    EXPECT_NEAR(top[1].decayed_drops, 10, 1e-9);
+}
+
 TEST(HotSources, LongRunsRescaleWithoutLosingPrecision) {
     HotSources hot(8, 1.0);
     // 1e4 tau: e^(t/tau) would overflow a double without the rescale.

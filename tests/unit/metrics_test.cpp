@@ -99,6 +99,40 @@ TEST(Metrics, DecisionsByInterfaceClassVerdictAndReason) {
     EXPECT_EQ(value(families, "sluice_table_full_decisions_total", {{"decision", "evict"}}), 4);
 }
 
+TEST(Metrics, ShadowFiguresStandBesideEnforcedOnes) {
+    DaemonSnapshot snapshot = snapshot_with_traffic();
+    snapshot.shadow_classes = {2};
+    InterfaceSnapshot& sl0 = snapshot.interfaces[0];
+    sl0.counters[sluice_counter_index(2, SLUICE_VERDICT_WOULD_DROP, SLUICE_REASON_SOURCE)] = {40, 2560};
+    sl0.counters[sluice_counter_index(2, SLUICE_VERDICT_WOULD_DROP, SLUICE_REASON_TABLE_FULL)] = {3, 192};
+    sluice_source_key key = sl0.hot_sources[0].key;
+    key.class_id = 2;
+    sl0.hot_sources.push_back(HotSource{key, 55, 550, 0.05, 0, SLUICE_VERDICT_WOULD_DROP});
+    const auto families = build_metric_families(snapshot);
+    const std::map<std::string, std::string> web_source{{"class", "web"}, {"reason", "source"}};
+    auto with = [](std::map<std::string, std::string> labels, std::string verdict) {
+        labels["verdict"] = std::move(verdict);
+        return labels;
+    };
+    EXPECT_EQ(value(families, "sluice_packets_total", with(web_source, "would_drop")), 40);
+    EXPECT_EQ(value(families, "sluice_bytes_total", with(web_source, "would_drop")), 2560);
+    EXPECT_EQ(value(families, "sluice_packets_total", with(web_source, "drop")), 0);  // side by side
+    // A class in shadow starts its would_drop series at zero; one enforcing has none.
+    EXPECT_EQ(
+        value(families, "sluice_packets_total", {{"class", "web"}, {"verdict", "would_drop"}, {"reason", "class"}}), 0);
+    EXPECT_FALSE(value(families, "sluice_packets_total", {{"class", "default"}, {"verdict", "would_drop"}}));
+    EXPECT_FALSE(
+        value(families, "sluice_packets_total", {{"class", "web"}, {"verdict", "would_drop"}, {"reason", "admitted"}}));
+    EXPECT_FALSE(value(families, "sluice_packets_total", {{"class", "unclassified"}, {"verdict", "would_drop"}}));
+    // The table closed on them too, whether it dropped them or not.
+    EXPECT_EQ(value(families, "sluice_table_full_decisions_total", {{"decision", "closed"}}), 10);
+    EXPECT_EQ(value(families, "sluice_class_shadow", {{"class", "web"}}), 1);
+    EXPECT_EQ(value(families, "sluice_class_shadow", {{"class", "default"}}), 0);
+    EXPECT_FALSE(value(families, "sluice_class_shadow", {{"class", "unclassified"}}));
+    EXPECT_EQ(value(families, "sluice_hot_source_drop_rate", {{"class", "web"}, {"verdict", "would_drop"}}), 55);
+    EXPECT_EQ(value(families, "sluice_hot_source_drop_rate", {{"class", "default"}, {"verdict", "drop"}}), 1234.5);
+}
+
 TEST(Metrics, CostStateAndPolicy) {
     const auto families = build_metric_families(snapshot_with_traffic());
     EXPECT_EQ(value(families, "sluice_bpf_run_time_seconds_total", {{"interface", "sl0"}}), 2.0);

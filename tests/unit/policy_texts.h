@@ -33,6 +33,19 @@ match = ["198.51.100.0/24"]
 per_source = { rate = 900, burst = 1_000 }
 )toml";
 
+// kTwoClasses with "web" in shadow.
+inline constexpr std::string_view kWebInShadow = R"toml(
+[[class]]
+name = "default"
+per_source = { rate = 1_000, burst = 2_000 }
+
+[[class]]
+name = "web"
+match = ["198.51.100.0/24"]
+per_source = { rate = 500, burst = 1_000 }
+shadow = true
+)toml";
+
 // kTwoClasses plus a shaped class (the shape only sluice-dpdk acts on).
 inline constexpr std::string_view kShaped = R"toml(
 [[class]]

@@ -470,6 +470,56 @@ TEST(PolicyToml, ShapeKeysAreRequiredKnownAndInRange) {
                 StartsWith("p.toml:6:9: class \"bulk\".shape: expected a table, got an integer (1024)"));
 }
 
+TEST(PolicyToml, ShadowIsOffByDefaultSetForAVersionInDefaultsAndPerClass) {
+    const LoadedPolicy none = load_ok(bulk_class("name = \"bulk\"\n"));
+    EXPECT_EQ(entry(none, "default").shadow, 0);
+    EXPECT_EQ(entry(none, "bulk").shadow, 0);
+
+    // [defaults] puts the whole version in shadow; a class may override it.
+    const LoadedPolicy version =
+        load_ok("[defaults]\nshadow = true\n" + bulk_class("name = \"bulk\"\nshadow = false\n"));
+    EXPECT_EQ(entry(version, "default").shadow, 1);
+    EXPECT_EQ(entry(version, "bulk").shadow, 0);
+    const LoadedPolicy one = load_ok(bulk_class(R"toml(name = "bulk"
+shadow = true
+action = "drop"
+)toml"));
+    EXPECT_EQ(entry(one, "default").shadow, 0);
+    EXPECT_EQ(entry(one, "bulk").shadow, 1);
+    EXPECT_EQ(entry(one, "bulk").action, SLUICE_ACTION_DROP);  // a shadowed action passes what it would drop
+    EXPECT_EQ(entry(load_ok("[defaults]\nshadow = false\n" + std::string(kMinimal)), "default").shadow, 0);
+}
+
+TEST(PolicyToml, ShadowIsABooleanAndNeverWithShape) {
+    EXPECT_THAT(error_of("[defaults]\nshadow = 1\n" + std::string(kMinimal)),
+                StartsWith("p.toml:2:10: defaults.shadow: expected true or false, got an integer (1)"));
+    EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nshadow = \"yes\"\n"),
+                StartsWith("p.toml:3:10: class \"default\".shadow: expected true or false, got a string (\"yes\")"));
+    // The shape queue holds packets; a class in shadow holds none.
+    EXPECT_THAT(error_of(bulk_class(R"toml(name = "bulk"
+aggregate = { rate = 10_000, burst = 100 }
+shape = { queue = 1024, max_delay_ms = 50 }
+shadow = true
+)toml")),
+                StartsWith("p.toml:7:10: class \"bulk\".shadow: cannot be true with shape (p.toml:6:9): the shape "
+                           "queue holds packets, and a class in shadow holds none"));
+    // From [defaults], the refusal points there and names the shaped class.
+    EXPECT_THAT(error_of("[defaults]\nshadow = true\n" + bulk_class(R"toml(name = "bulk"
+aggregate = { rate = 10_000, burst = 100 }
+shape = { queue = 1024, max_delay_ms = 50 }
+)toml")),
+                StartsWith("p.toml:2:10: defaults.shadow: true applies to class \"bulk\", whose shape (p.toml:8:9) "
+                           "holds packets, and a class in shadow holds none; set shadow = false on that class"));
+    // ... which is how a shaped class stays enforcing in a version in shadow.
+    const LoadedPolicy kept = load_ok("[defaults]\nshadow = true\n" + bulk_class(R"toml(name = "bulk"
+shadow = false
+aggregate = { rate = 10_000, burst = 100 }
+shape = { queue = 1024, max_delay_ms = 50 }
+)toml"));
+    EXPECT_EQ(entry(kept, "default").shadow, 1);
+    EXPECT_EQ(entry(kept, "bulk").shadow, 0);
+}
+
 // "bulk" with `aggregate = <table>` on line 5 (column 13 opens the table).
 std::string window_class(std::string_view aggregate, std::string_view before = "") {
     return bulk_class("name = \"bulk\"\n" + std::string(before) + "aggregate = " + std::string(aggregate) + "\n");

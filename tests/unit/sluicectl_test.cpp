@@ -197,6 +197,27 @@ TEST(SluicectlOutput, StatsShowDecisionCostAndDropRatesByReason) {
               "CLASS  PASS/s  DROP/s  DROP/s BY REASON  PASS_PKTS  DROP_PKTS\n");
 }
 
+TEST(SluicectlOutput, StatsShowShadowFiguresBesideEnforcedOnes) {
+    json stats = stats_result();
+    stats["interfaces"].erase(1);
+    json& web = stats["interfaces"][0]["classes"][1];
+    web["shadow"] = true;
+    web["would_drop_packets"] = 4321;
+    web["would_drop_pps"] = 2500;
+    web["would_drop_pps_by_reason"] = {{"source", 2000}, {"class", 500}};
+    EXPECT_EQ(format_stats(stats),
+              "sl0: policy version 7, 1.2M decisions/s, 104 ns/decision (rates over the last 1.0 s)\n"
+              "CLASS         PASS/s  DROP/s  WOULD_DROP/s  DROP/s BY REASON                     WOULD_DROP/s BY "
+              "REASON  PASS_PKTS  DROP_PKTS  WOULD_DROP_PKTS\n"
+              "unclassified       0       0             0  -                                    -                     "
+              "         12          0                -\n"
+              "web (shadow)    1.2k    3.4M          2.5k  source 3M, class 399k, global 1k     source 2k, class 500  "
+              "     123456    9876543             4321\n"
+              "bulk             0.2   12.3k             0  global 12.3k, class 5, source 5, +1  -                     "
+              "          5        700                -\n"
+              "stats: no_policy=12 source_inserts=345\n");
+}
+
 TEST(SluicectlOutput, StatsSayWhenTheDecisionCostIsUnknown) {
     json stats = stats_result();
     stats["interfaces"].erase(1);
@@ -266,6 +287,21 @@ TEST(SluicectlOutput, TopRanksSourcesWithTheirShareOfAllDrops) {
     EXPECT_EQ(format_top(quiet),
               "drops 0/s in total; rates decay over ~10 s; from sampled drop events\n"
               "no source is being dropped\n");
+}
+
+TEST(SluicectlOutput, TopTellsShadowFromEnforcement) {
+    json shadow = top_result();
+    shadow["sources"][0]["verdict"] = "drop";
+    shadow["sources"][1]["verdict"] = "would_drop";
+    EXPECT_EQ(format_top(shadow),
+              "drops 12.3k/s in total; rates decay over ~10 s; from sampled drop events\n"
+              "RANK  SOURCE        CLASS   VERDICT     INTERFACE  DROP/s  SHARE\n"
+              "   1  10.2.0.1      greedy  drop        sl0          9.8k  79.4%\n"
+              "   2  2001:db8:1::  web     would_drop  sl1           120   1.0%\n"
+              "would_drop: passed by a class in shadow, which would drop it when enforcing\n");
+    // Only drops: as before.
+    shadow["sources"][1]["verdict"] = "drop";
+    EXPECT_EQ(format_top(shadow), format_top(top_result()));
 }
 
 // ---- end to end against a control socket -----------------------------------

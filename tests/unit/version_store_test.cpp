@@ -335,6 +335,22 @@ TEST_F(VersionStoreTest, AShapeChangeIsANewVersionWithAVisibleDiff) {
     EXPECT_THAT(diff, HasSubstr("\n [class.shape]\n max_delay_ms = 50\n-queue = 1024\n+queue = 4096\n"));
 }
 
+TEST_F(VersionStoreTest, AShadowChangeIsANewVersionWithAVisibleDiff) {
+    VersionStore store = open_store();
+    ASSERT_EQ(push(store, kTwoClasses), 1u);
+    EXPECT_FALSE(store.same_as_current(kWebInShadow));
+    ASSERT_EQ(push(store, kWebInShadow), 2u);
+    // Promoting is one new version without shadow.
+    ASSERT_EQ(push(store, kTwoClasses), 3u);
+    ASSERT_EQ(push(store, "[defaults]\nshadow = true\n" + std::string(kTwoClasses)), 4u);
+    const std::string tried = diff_policies(store.get(1).value(), store.get(2).value());
+    const std::string promoted = diff_policies(store.get(2).value(), store.get(3).value());
+    const std::string version = diff_policies(store.get(3).value(), store.get(4).value());
+    EXPECT_THAT(tried, HasSubstr("\n name = \"web\"\n+shadow = true\n \n [class.per_source]\n"));
+    EXPECT_THAT(promoted, HasSubstr("\n name = \"web\"\n-shadow = true\n \n [class.per_source]\n"));
+    EXPECT_THAT(version, HasSubstr("@@ -1,3 +1,6 @@\n+[defaults]\n+shadow = true\n+\n [[class]]\n"));
+}
+
 // A policy whose "ssh" class counts its aggregate by `algorithm`.
 std::string windowed(std::string_view algorithm) {
     return "[[class]]\nname = \"default\"\n\n[[class]]\nname = \"ssh\"\nmatch = [\"192.0.2.0/24\"]\n"

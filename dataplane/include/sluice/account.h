@@ -52,7 +52,7 @@ SLUICE_INLINE __u32 sluice_class_slot(__u32 class_id)
 SLUICE_INLINE __u32 sluice_decision_counter(__u32 class_id, struct sluice_decision d)
 {
 	return sluice_counter_index(sluice_class_slot(class_id),
-				    d.verdict < SLUICE_VERDICT_COUNT ? d.verdict : (__u32)SLUICE_VERDICT_DROP,
+				    d.verdict < SLUICE_VERDICT_COUNT ? (__u32)d.verdict : (__u32)SLUICE_VERDICT_DROP,
 				    d.reason < SLUICE_REASON_COUNT ? d.reason : 0);
 }
 
