@@ -167,6 +167,26 @@ class DaemonFixedTest : public ::testing::Test {
         return json::parse(run.out, nullptr, false);
     }
 
+    // Queues a sampled drop of 198.51.100.7 in `class_id` with `verdict`, and
+    // returns `sluicectl top` once the daemon has drained it (it drains
+    // events after each poll of its socket, at most 250 ms).
+    json top_after_event(uint32_t class_id, uint8_t verdict) {
+        sluice_drop_event event{};
+        event.source.class_id = class_id;
+        event.source.family = SLUICE_FAMILY_IPV4;
+        event.source.addr[0] = 198, event.source.addr[1] = 51, event.source.addr[2] = 100, event.source.addr[3] = 7;
+        event.reason = SLUICE_REASON_SOURCE;
+        event.verdict = verdict;
+        event.weight = 64;
+        point_->queue_event(event);
+        json sources;
+        for (int attempt = 0; attempt < 20 && sources.empty(); attempt++) {
+            sources = ctl_json({"top", "-n", "5"})["sources"];
+            if (sources.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        return sources;
+    }
+
     std::string write_policy(std::string_view text, const std::string& name) {
         const std::string path = dir_ + "/" + name;
         std::ofstream(path) << text;
@@ -249,21 +269,8 @@ TEST_F(DaemonFixedTest, StatsReportThePortsCountersByClass) {
 TEST_F(DaemonFixedTest, DropEventsFeedTop) {
     ASSERT_NO_FATAL_FAILURE(start());
     ASSERT_EQ(ctl({"policy", "push", write_policy(test::kTwoClasses, "p.toml")}).status, 0);
-    sluice_drop_event event{};
-    event.source.class_id = ctl_json({"policy", "show"})["classes"]["web"].get<uint32_t>();
-    event.source.family = SLUICE_FAMILY_IPV4;
-    event.source.addr[0] = 198, event.source.addr[1] = 51, event.source.addr[2] = 100, event.source.addr[3] = 7;
-    event.reason = SLUICE_REASON_SOURCE;
-    event.verdict = SLUICE_VERDICT_DROP;
-    event.weight = 64;
-    point_->queue_event(event);
-
-    // The loop drains events after each poll of the socket (at most 250 ms).
-    json sources;
-    for (int attempt = 0; attempt < 20 && sources.empty(); attempt++) {
-        sources = ctl_json({"top", "-n", "5"})["sources"];
-        if (sources.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    const json sources =
+        top_after_event(ctl_json({"policy", "show"})["classes"]["web"].get<uint32_t>(), SLUICE_VERDICT_DROP);
     ASSERT_EQ(sources.size(), 1u);
     EXPECT_EQ(sources[0]["source"], "198.51.100.7");
     EXPECT_EQ(sources[0]["class"], "web");
@@ -299,19 +306,7 @@ TEST_F(DaemonFixedTest, ShadowFiguresStandBesideEnforcedOnesInStatsAndTop) {
     EXPECT_NE(human.out.find("WOULD_DROP_PKTS"), std::string::npos) << human.out;
     EXPECT_NE(human.out.find("\nweb (shadow) "), std::string::npos) << human.out;
 
-    sluice_drop_event event{};
-    event.source.class_id = web;
-    event.source.family = SLUICE_FAMILY_IPV4;
-    event.source.addr[0] = 198, event.source.addr[1] = 51, event.source.addr[2] = 100, event.source.addr[3] = 7;
-    event.reason = SLUICE_REASON_SOURCE;
-    event.verdict = SLUICE_VERDICT_WOULD_DROP;
-    event.weight = 64;
-    point_->queue_event(event);
-    json sources;
-    for (int attempt = 0; attempt < 20 && sources.empty(); attempt++) {
-        sources = ctl_json({"top", "-n", "5"})["sources"];
-        if (sources.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    const json sources = top_after_event(web, SLUICE_VERDICT_WOULD_DROP);
     ASSERT_EQ(sources.size(), 1u);
     EXPECT_EQ(sources[0]["verdict"], "would_drop");
 
