@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "sluice/source_table.h"
 #include "sluice/window.h"
 
 namespace sluice::test {
@@ -593,6 +594,52 @@ TEST(WindowState, ARefusalIsRememberedUntilThereIsRoomAgain) {
         EXPECT_FALSE(sluice_window_state_refusing(&next_generation, &state, start + 10)) << int(algorithm);
         sluice_window_state_refund(&l, &state, start, 1);
         EXPECT_FALSE(sluice_window_state_refusing(&l, &state, start + 10)) << int(algorithm);
+    }
+}
+
+// ---- counts in a source-table entry's 45 bits --------------------------------------
+
+// Each decision as the model's, and the table never frees an entry whose
+// counts still matter (the model has admissions in now's window, or for the
+// sliding window in the one before).
+void check_entry_against_model(uint8_t algorithm, uint8_t count_bits, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    const bool sliding = algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW;
+    const uint64_t grain = 1ull << (sliding ? 2 * count_bits : count_bits);
+    const uint64_t window_ns = std::vector<uint64_t>{2 * grain, kSecond, 7 * kSecond + 3}[rng() % 3];
+    const uint64_t limit = 3 + rng() % 30;
+    const auto l = window_limit(algorithm, window_ns, limit, 0, count_bits);
+    WindowModel model{window_ns, limit, sliding, {}, 0};
+    const uint64_t tag = 0x1234ull << SLUICE_ENTRY_TAG_SHIFT;
+    uint64_t field = 0;
+    size_t step = 0;
+    for (uint64_t now : random_trace(rng, window_ns, 3000)) {
+        const uint64_t cost = random_cost(rng, false);
+        const bool expected = model.decide(now, cost);
+        __u64 next = 0;
+        const bool admitted = sluice_entry_window_step(&l, field, now, cost, &next, nullptr);
+        ASSERT_EQ(admitted, expected) << "algorithm " << int(algorithm) << " seed " << seed << " step " << step
+                                      << " window " << window_ns;
+        if (admitted) field = next;
+        ASSERT_EQ(field & ~SLUICE_ENTRY_TAT_MASK, 0u) << "the counts left the entry's 45 bits";
+        const uint64_t window = std::max(now / window_ns, model.latest);
+        const auto counted = [&](uint64_t w) {
+            const auto found = model.admitted.find(w);
+            return found != model.admitted.end() && found->second > 0;
+        };
+        if (counted(window) || (sliding && counted(window - 1))) {
+            ASSERT_GT(sluice_entry_debt(tag | field, now), 0u)
+                << "the table would free an entry whose counts matter: seed " << seed << " step " << step;
+        }
+        step++;
+    }
+}
+
+TEST(WindowEntry, FixedAndSlidingWindowsInATableEntryMatchTheirModels) {
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        ASSERT_NO_FATAL_FAILURE(check_entry_against_model(SLUICE_ALGORITHM_FIXED_WINDOW, 20, seed));
+        ASSERT_NO_FATAL_FAILURE(check_entry_against_model(SLUICE_ALGORITHM_SLIDING_WINDOW, 12, seed));
+        ASSERT_NO_FATAL_FAILURE(check_entry_against_model(SLUICE_ALGORITHM_SLIDING_WINDOW, 6, seed));
     }
 }
 

@@ -251,6 +251,89 @@ SLUICE_INLINE int sluice_window_admit(const struct sluice_window_limit *l, __u64
 	return 0; /* contended past all reason: refuse rather than spin */
 }
 
+/* ---- counts in a source-table entry's 45 bits ------------------------------------------
+ * For the per-source level (not wired into sluice_decide yet). The entry's
+ * time field holds when its counts stop mattering, "busy until": the end
+ * of the counted window (fixed) or of the window after it (sliding, whose
+ * previous count weighs until then), rounded up to 2^C ns, and the C bits
+ * below hold the counts (C = count_bits, twice that for sliding). The table
+ * reads the field as it reads a TAT (source_table.h): in debt while ahead
+ * of now, by at most 2^C ns more than the counts need, and free after. So
+ * the table's scan, eviction and survey work unchanged. The control plane
+ * keeps window_ns >= 2^(C + 1) (rounded window ends stay more than half a
+ * window apart) and two windows within SLUICE_DEBT_MAX_NS. Window numbers
+ * come back in full (index_bits 64). */
+
+SLUICE_INLINE __u32 sluice_entry_count_bits(const struct sluice_window_limit *l)
+{
+	return l->algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW ? 2u * l->count_bits : l->count_bits;
+}
+
+/* The time field of counts in window `index`, modulo 2^45. */
+SLUICE_INLINE __u64 sluice_entry_window_busy(const struct sluice_window_limit *l, __u64 index)
+{
+	__u64 grain = sluice_low_mask(sluice_entry_count_bits(l));
+	__u64 windows = l->algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW ? 2 : 1;
+
+	return (((index + windows) * l->window_ns + grain) & ~grain) & SLUICE_ENTRY_TAT_MASK;
+}
+
+/* An entry's 45 bits at `now` as counts with a full window number. */
+SLUICE_INLINE void sluice_entry_window_counts(const struct sluice_window_limit *l, __u64 field, __u64 now,
+					      struct sluice_window_count *c)
+{
+	__u32 bits = sluice_entry_count_bits(l);
+	__u64 window = now / l->window_ns;
+	__u64 counts = field & sluice_low_mask(bits);
+	__u64 busy = field & ~sluice_low_mask(bits) & SLUICE_ENTRY_TAT_MASK;
+	__u64 ahead = (field - now) & SLUICE_ENTRY_TAT_MASK;
+	__u64 behind = (sluice_entry_window_busy(l, window) - busy) & SLUICE_ENTRY_TAT_MASK;
+
+	c->index = window - 2; /* older than the previous window: counts nothing */
+	c->prev = 0;
+	c->cur = 0;
+	if (ahead == 0 || ahead > SLUICE_DEBT_MAX_NS)
+		return; /* free: nothing counts any more */
+	if (behind > (SLUICE_ENTRY_TAT_MASK >> 1)) /* ahead of now's: the clock went backwards */
+		c->index = window + ((((busy - sluice_entry_window_busy(l, window)) & SLUICE_ENTRY_TAT_MASK) +
+				      l->window_ns / 2) / l->window_ns);
+	else if (behind < l->window_ns / 2)
+		c->index = window;
+	else if (behind < l->window_ns + l->window_ns / 2)
+		c->index = window - 1;
+	if (l->algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW) {
+		c->cur = counts & sluice_low_mask(l->count_bits);
+		c->prev = counts >> l->count_bits;
+	} else {
+		c->cur = counts;
+	}
+}
+
+SLUICE_INLINE __u64 sluice_entry_window_field(const struct sluice_window_limit *l, const struct sluice_window_count *c)
+{
+	__u64 counts = c->cur;
+
+	if (l->algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW)
+		counts |= c->prev << l->count_bits;
+	return sluice_entry_window_busy(l, c->index) | counts;
+}
+
+/* Decides `cost` on an entry's 45 bits: 1 admits and *next is the field to
+ * swap in; 0 refuses. */
+SLUICE_INLINE int sluice_entry_window_step(const struct sluice_window_limit *l, __u64 field, __u64 now, __u64 cost,
+					   __u64 *next, struct sluice_quota *quota)
+{
+	struct sluice_window_limit full = *l;
+	struct sluice_window_count in, out;
+
+	full.index_bits = 64;
+	sluice_entry_window_counts(l, field, now, &in);
+	if (!sluice_window_step(&full, &in, now, cost, &out, quota))
+		return 0;
+	*next = sluice_entry_window_field(l, &out);
+	return 1;
+}
+
 /* ---- sliding log: the caller holds the log's lock --------------------------------- */
 
 SLUICE_INLINE __u32 sluice_log_limit(const struct sluice_window_limit *l)
