@@ -39,8 +39,8 @@ struct sluice_source_call {
 	__u64 tag, now, cost;
 	struct sluice_source_limit limit; /* the class's, copied: the calls' frames stay small */
 	struct sluice_source_look look;
-	__u8 on_table_full;
 	__u8 verdict, reason, level, table; /* a refusal's struct sluice_decision */
+	__u8 on_table_full;
 	__u8 _pad[3];
 };
 __noinline int sluice_source_find_call(struct sluice_source_call *call);
@@ -61,6 +61,10 @@ static __always_inline void call_make(struct sluice_source_call *call, const str
 	call->look = *look;
 	call->on_table_full = src->on_table_full;
 }
+
+/* The call's decision fields as the struct decide.h defines later; the
+ * functions below write it in place, with no copy on their stack. */
+#define CALL_DECISION(call) ((struct sluice_decision *)&(call)->verdict)
 
 /* A call lives in per-CPU scratch space, not on the stack, which a program
  * and the functions it calls share 512 bytes of. Nothing preempts a program
@@ -83,10 +87,7 @@ struct {
 			call_make(call_, (src), (cost), (now), (look_));                            \
 			verdict_ = fn(call_);                                                       \
 			*(look_) = call_->look;                                                     \
-			(d_)->verdict = call_->verdict;                                             \
-			(d_)->reason = call_->reason;                                               \
-			(d_)->level = call_->level;                                                 \
-			(d_)->table = call_->table;                                                 \
+			*(d_) = *CALL_DECISION(call_);                                              \
 		}                                                                                   \
 		verdict_;                                                                           \
 	})
@@ -97,7 +98,13 @@ struct {
  * copy on a stack that all frames share 512 bytes of. */
 #define CALL_OF(look) ((struct sluice_source_call *)((char *)(look) - __builtin_offsetof(struct sluice_source_call, look)))
 #define SLUICE_SOURCE_FIND(src, now, look) ((void)(now), (void)sluice_source_find_call(CALL_OF(look)))
-#define SLUICE_SOURCE_CHARGE(src, look, cost, now) ((void)(now), sluice_source_charge_call(CALL_OF(look)) > 0)
+#define SLUICE_SOURCE_CHARGE(src, look) (sluice_source_charge_call(CALL_OF(look)) > 0)
+
+/* A per-source window's step, in a global function too: inlined, its counts
+ * would take stack in the frames of the calls above. Only those call it, so
+ * the look is a call's own. */
+__noinline int sluice_source_window_call(struct sluice_source_call *call);
+#define SLUICE_SOURCE_WINDOW_STEP(src, look, cost, now) ((void)(cost), (void)(now), sluice_source_window_call(CALL_OF(look)) > 0)
 
 /* A window aggregate is decided in a global function too, over a copy of
  * its limit in per-CPU scratch; it finds the class's state by class id,
@@ -142,6 +149,9 @@ struct {
 #define SLUICE_SHARED_LOCK(shared) bpf_spin_lock(&(shared)->lock)
 #define SLUICE_SHARED_UNLOCK(shared) bpf_spin_unlock(&(shared)->lock)
 #include "sluice/decide.h"
+_Static_assert(sizeof(struct sluice_decision) == 4 && __builtin_offsetof(struct sluice_source_call, table) ==
+							__builtin_offsetof(struct sluice_source_call, verdict) + 3,
+	       "CALL_DECISION: the call's four fields are a struct sluice_decision");
 #include "bench_sources.h" /* off unless sluice-bench sets it */
 
 /* Sets in the source table unless the loader says otherwise. */
@@ -432,41 +442,32 @@ __noinline int sluice_source_charge_call(struct sluice_source_call *call)
 
 	if (!call || !call_ref(&ref, call))
 		return 0;
-	return sluice_source_charge(&ref, &call->look, call->cost, call->now);
-}
-
-static __always_inline void call_decision(struct sluice_source_call *call, struct sluice_decision d)
-{
-	call->verdict = d.verdict;
-	call->reason = d.reason;
-	call->level = d.level;
-	call->table = d.table;
+	return sluice_source_charge(&ref, &call->look);
 }
 
 __noinline int sluice_source_settle_call(struct sluice_source_call *call)
 {
-	struct sluice_decision d = {};
 	struct sluice_source_ref ref;
-	int verdict;
 
 	if (!call || !call_ref(&ref, call))
 		return -1;
-	verdict = sluice_source_settle(&ref, call->cost, call->now, &call->look, &d);
-	call_decision(call, d);
-	return verdict;
+	return sluice_source_settle(&ref, call->cost, call->now, &call->look, CALL_DECISION(call));
 }
 
 __noinline int sluice_source_commit_call(struct sluice_source_call *call)
 {
-	struct sluice_decision d = {};
 	struct sluice_source_ref ref;
-	int verdict;
 
 	if (!call || !call_ref(&ref, call))
 		return -1;
-	verdict = sluice_source_commit(&ref, call->cost, call->now, &call->look, &d);
-	call_decision(call, d);
-	return verdict;
+	return sluice_source_commit(&ref, call->cost, call->now, &call->look, CALL_DECISION(call));
+}
+
+__noinline int sluice_source_window_call(struct sluice_source_call *call)
+{
+	if (!call)
+		return 0;
+	return sluice_source_window_step(&call->limit, &call->look, call->cost, call->now);
 }
 
 __noinline int sluice_window_level_call(struct sluice_window_call *call)
@@ -508,6 +509,20 @@ static __always_inline int level_ref(struct sluice_level_ref *ref, const struct 
 
 /* ---- the program -------------------------------------------------------------- */
 
+/* The packet and its source key, in per-CPU scratch: on the stack they
+ * would leave the source calls too little of the 512 bytes all frames share. */
+struct sluice_packet_scratch {
+	struct sluice_packet pkt;
+	struct sluice_source_key key;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sluice_packet_scratch);
+} sluice_packet_scratch SEC(".maps");
+
 SEC("xdp")
 int sluice_xdp(struct xdp_md *ctx)
 {
@@ -516,9 +531,10 @@ int sluice_xdp(struct xdp_md *ctx)
 	struct sluice_levels levels;
 	const struct sluice_policy_header *policy;
 	const struct sluice_class_entry *cls;
-	struct sluice_source_key key;
+	struct sluice_packet_scratch *scratch;
+	struct sluice_source_key *key;
 	struct sluice_decision d;
-	struct sluice_packet pkt;
+	struct sluice_packet *pkt;
 	__u32 zero = 0, slot, class_id, class_index;
 	__u64 now;
 	__u32 *active;
@@ -526,8 +542,11 @@ int sluice_xdp(struct xdp_md *ctx)
 	bench_spread_source(ctx);
 	/* The one read of the active slot: everything below uses `slot`. */
 	active = bpf_map_lookup_elem(&sluice_active, &zero);
-	if (!active)
+	scratch = bpf_map_lookup_elem(&sluice_packet_scratch, &zero);
+	if (!active || !scratch)
 		return XDP_PASS;
+	pkt = &scratch->pkt;
+	key = &scratch->key;
 	slot = *active & (SLUICE_POLICY_SLOTS - 1);
 	policy = bpf_map_lookup_elem(&sluice_policy, &slot);
 	if (!policy || policy->version == 0) {
@@ -536,22 +555,22 @@ int sluice_xdp(struct xdp_md *ctx)
 	}
 
 	now = sluice_now();
-	if (sluice_parse(data, data_end, &pkt) != SLUICE_PARSE_OK)
-		return account(SLUICE_CLASS_UNCLASSIFIED, sluice_decide_unparsed(policy, pkt.status), pkt.frame_len,
+	if (sluice_parse(data, data_end, pkt) != SLUICE_PARSE_OK)
+		return account(SLUICE_CLASS_UNCLASSIFIED, sluice_decide_unparsed(policy, pkt->status), pkt->frame_len,
 			       NULL);
 
-	class_id = sluice_class_slot(classify(slot, &pkt, policy));
+	class_id = sluice_class_slot(classify(slot, pkt, policy));
 	class_index = slot * SLUICE_MAX_CLASSES + class_id;
 	cls = bpf_map_lookup_elem(&sluice_classes, &class_index);
 	if (!cls) {
 		stat_add(SLUICE_STAT_STATE_LOOKUP_FAILED, 1);
 		return XDP_PASS;
 	}
-	sluice_source_key_make(&key, &pkt, cls);
+	sluice_source_key_make(key, pkt, cls);
 	if (sluice_decide_action(cls, &d))
-		return account(class_id, sluice_shadowed(cls, d), pkt.frame_len, &key);
+		return account(class_id, sluice_shadowed(cls, d), pkt->frame_len, key);
 
-	if (!source_ref(&levels.source, cls, &key) ||
+	if (!source_ref(&levels.source, cls, key) ||
 	    !level_ref(&levels.new_sources, &cls->new_sources, &sluice_new_cpu, &sluice_new_shr, class_id) ||
 	    !level_ref(&levels.aggregate, &cls->aggregate, &sluice_cls_cpu, &sluice_cls_shr, class_id) ||
 	    !level_ref(&levels.global, &policy->global, &sluice_glb_cpu, &sluice_glb_shr, 0)) {
@@ -560,8 +579,8 @@ int sluice_xdp(struct xdp_md *ctx)
 	}
 	levels.aggregate.window = &cls->aggregate_window;
 
-	d = sluice_decide_counted(NULL, &levels, pkt.frame_len, pkt.tcp_syn, now);
-	return account(class_id, sluice_shadowed(cls, d), pkt.frame_len, &key);
+	d = sluice_decide_counted(NULL, &levels, pkt->frame_len, pkt->tcp_syn, now);
+	return account(class_id, sluice_shadowed(cls, d), pkt->frame_len, key);
 }
 
 /* The licence is the SPDX line's: GPL-2.0 OR Apache-2.0. The kernel reads this

@@ -144,8 +144,7 @@ class WorkerPath {
             sluice_source_look look{};
             sluice_decision d{};
             const int verdict = sluice_source_settle(
-                &levels.source, sluice_source_cost_ns(&levels.source.limit->current, frame_len, tcp_syn), ctx.now,
-                &look, &d);
+                &levels.source, sluice_source_cost(levels.source.limit, frame_len, tcp_syn), ctx.now, &look, &d);
             if (verdict <= 0) {
                 if (verdict < 0) d = sluice_contended();
                 sluice_count_table_event(&ctx, d.table);

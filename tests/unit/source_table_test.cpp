@@ -303,8 +303,11 @@ struct Creation {
     Creation() {
         t.limit = source_limit(1, 3);
         l = t.levels(7);
+        sluice_decision d{};
         sluice_source_find(&l.source, kT0, &first);
         sluice_source_find(&l.source, kT0, &second);
+        EXPECT_EQ(sluice_source_check(&l.source, &first, cost(), kT0, &d), 1);
+        EXPECT_EQ(sluice_source_check(&l.source, &second, cost(), kT0, &d), 1);
     }
     uint64_t cost() const { return sluice_source_cost_ns(&t.limit.current, 64, 0); }
 };
@@ -313,8 +316,8 @@ TEST(SourceCreation, BothScansPickTheSameEntry_OnlyTheFirstSwapSucceeds) {
     Creation c;
     ASSERT_FALSE(c.first.found);
     ASSERT_EQ(c.first.index, c.second.index);
-    EXPECT_TRUE(sluice_source_charge(&c.l.source, &c.first, c.cost(), kT0));
-    EXPECT_FALSE(sluice_source_charge(&c.l.source, &c.second, c.cost(), kT0));
+    EXPECT_TRUE(sluice_source_charge(&c.l.source, &c.first));
+    EXPECT_FALSE(sluice_source_charge(&c.l.source, &c.second));
     EXPECT_EQ(c.t.entries_of(7), 1);
     // The loser looks again and charges the entry the winner made.
     sluice_source_look again{};
@@ -329,7 +332,7 @@ TEST(SourceCreation, ACreatorThatSeesAnotherPendingEntryOfItsSourceBacksOut) {
     // its pending word in, but not yet confirmed it.
     const uint64_t other = c.t.levels(7).source.tag | SLUICE_ENTRY_PENDING | 12345;
     c.t.sets[1].entry[3] = other;
-    EXPECT_FALSE(sluice_source_charge(&c.l.source, &c.first, c.cost(), kT0));
+    EXPECT_FALSE(sluice_source_charge(&c.l.source, &c.first));
     EXPECT_EQ(c.t.sets[0].entry[c.first.index], 0u) << "the backed-out entry is emptied";
     EXPECT_EQ(c.t.sets[1].entry[3], other) << "the other creator's entry is untouched";
     // Until the other confirms, this source's packets are contended, never
@@ -345,8 +348,8 @@ TEST(SourceCreation, ACreatorThatSeesAConfirmedEntryOfItsSourceBacksOutAndCharge
     // The other CPU finished first, in the second set.
     sluice_source_look elsewhere = c.second;
     elsewhere.index = SLUICE_SET_WAYS + 5;
-    ASSERT_TRUE(sluice_source_charge(&c.l.source, &elsewhere, c.cost(), kT0));
-    EXPECT_FALSE(sluice_source_charge(&c.l.source, &c.first, c.cost(), kT0));
+    ASSERT_TRUE(sluice_source_charge(&c.l.source, &elsewhere));
+    EXPECT_FALSE(sluice_source_charge(&c.l.source, &c.first));
     EXPECT_EQ(c.t.entries_of(7), 1);
     // The next decision charges that one entry: 2 of a burst of 3.
     EXPECT_EQ(sluice_decide(&c.l, 64, 0, kT0).verdict, SLUICE_VERDICT_PASS);
@@ -363,7 +366,7 @@ TEST(SourceCreation, AChargeAgainstAWordThatChangedFails) {
     sluice_source_look look{};
     ASSERT_TRUE(sluice_source_find_known(&l.source, kT0, &look));
     ASSERT_TRUE(t.offer(64, kT0, 7));  // another CPU charged it in between
-    EXPECT_FALSE(sluice_source_charge_known(&l.source, &look, 1, kT0));
+    EXPECT_FALSE(sluice_source_charge_known(&l.source, &look));
 }
 
 // ---- real threads ------------------------------------------------------------------------

@@ -28,7 +28,7 @@
 
 /* Bumped on any change to a struct below: a daemon refuses pinned maps whose
  * ABI version differs instead of reinterpreting them. */
-#define SLUICE_ABI_VERSION 4
+#define SLUICE_ABI_VERSION 5
 
 /* ---- units and limits ------------------------------------------------------
  * Tokens are kept in nano-units: one packet (or one byte) is 10^9 nano-units,
@@ -252,18 +252,27 @@ SLUICE_STATIC_ASSERT(sizeof(struct sluice_gcra_limit) == 24, "sluice_gcra_limit 
  * written under the one before has its debt converted on first sight to the
  * same tokens under the new one. A change never grants packets. */
 struct sluice_source_limit {
-	struct sluice_gcra_limit current;
+	struct sluice_gcra_limit current; /* gcra; its unit is the level's under every algorithm */
 	__u64 previous_tolerance_ns; /* the limit this one replaced: its tolerance (0: none) */
 	__u64 previous_scale;        /* and how much more schedule a unit costs now than
 	                              * then: interval now / interval then, 32.32 fixed
 	                              * point (1.0 when the unit changed) */
 	__u8 enabled;                /* 0: no per-source limit */
 	__u8 generation;             /* 0..3 */
-	__u8 _pad[6];
+	__u8 previous_fresh;         /* 1: the limit replaced counted another way (another
+	                              * algorithm, window or count layout): what it wrote
+	                              * reads as a fresh source */
+	__u8 _pad[5];
+	/* The algorithm. GCRA: `current` is the limit. A window algorithm: the
+	 * counts live in the entry's time field (window.h, "in a source-table
+	 * entry"); index_bits is unused, count_bits holds `limit`. */
+	struct sluice_window_limit window;
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_source_limit) == 48, "sluice_source_limit layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_source_limit) == 72, "sluice_source_limit layout");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_source_limit, enabled) == 40,
                      "sluice_source_limit.enabled offset");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_source_limit, window) == 48,
+                     "sluice_source_limit.window offset");
 
 /* One CPU's state for one level. Split mode: a token bucket and the time it
  * was last refilled. Lease mode: the unspent part of a lease and the time it
@@ -439,14 +448,14 @@ struct sluice_class_entry {
 	__u8 shadow;
 	__u8 _pad[7];
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 264, "sluice_class_entry layout");
-SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, new_sources) == 48,
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 288, "sluice_class_entry layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, new_sources) == 72,
                      "sluice_class_entry.new_sources offset");
-SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, class_id) == 208,
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, class_id) == 232,
                      "sluice_class_entry.class_id offset");
-SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, shape) == 216,
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, shape) == 240,
                      "sluice_class_entry.shape offset");
-SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, aggregate_window) == 232,
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, aggregate_window) == 256,
                      "sluice_class_entry.aggregate_window offset");
 
 struct sluice_policy_header {

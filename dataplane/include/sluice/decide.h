@@ -4,8 +4,8 @@
  * tables, a test's arrays) finds the state of each level and hands this file
  * pointers; everything after that is here, once.
  *
- * Levels, in order: the source (GCRA in the shared source table,
- * source_table.h), the class's budget for new sources (only for sources
+ * Levels, in order: the source (GCRA, or a fixed or sliding window, in the
+ * shared source table: source_table.h, window.h), the class's budget for new sources (only for sources
  * without an entry), the class aggregate and the global ceiling (token
  * buckets in split or lease mode, bucket.h).
  *
@@ -43,13 +43,19 @@
 #define SLUICE_SOURCE_FIND(src, now, look) sluice_source_find((src), (now), (look))
 #endif
 #ifndef SLUICE_SOURCE_CHARGE
-#define SLUICE_SOURCE_CHARGE(src, look, cost, now) sluice_source_charge((src), (look), (cost), (now))
+#define SLUICE_SOURCE_CHARGE(src, look) sluice_source_charge((src), (look))
 #endif
 #ifndef SLUICE_SOURCE_SETTLE
 #define SLUICE_SOURCE_SETTLE(src, cost, now, look, d) sluice_source_settle((src), (cost), (now), (look), (d))
 #endif
 #ifndef SLUICE_SOURCE_COMMIT
 #define SLUICE_SOURCE_COMMIT(src, cost, now, look, d) sluice_source_commit((src), (cost), (now), (look), (d))
+#endif
+/* How a per-source level of a window algorithm judges a look (below); the
+ * BPF program calls a function of its own, whose stack frame is then not
+ * part of every caller's. */
+#ifndef SLUICE_SOURCE_WINDOW_STEP
+#define SLUICE_SOURCE_WINDOW_STEP(src, look, cost, now) sluice_source_window_step((src)->limit, (look), (cost), (now))
 #endif
 
 /* How a window level (the class aggregate, window.h) is decided and refunded
@@ -229,17 +235,33 @@ SLUICE_INLINE int sluice_source_active(const struct sluice_source_ref *src)
 	return src->limit && src->limit->enabled && src->home && src->second;
 }
 
+/* Does the per-source level count in windows rather than by GCRA? */
+SLUICE_INLINE int sluice_source_windowed(const struct sluice_source_limit *limit)
+{
+	return limit->window.algorithm != SLUICE_ALGORITHM_GCRA;
+}
+
+/* What a frame costs at the per-source level: ns of schedule (GCRA) or units
+ * (a window); 0 where the level does not count it. */
+SLUICE_INLINE __u64 sluice_source_cost(const struct sluice_source_limit *limit, __u32 frame_len, __u8 tcp_syn)
+{
+	if (sluice_source_windowed(limit))
+		return sluice_frame_units(limit->current.unit, frame_len, tcp_syn);
+	return sluice_source_cost_ns(&limit->current, frame_len, tcp_syn);
+}
+
 SLUICE_INLINE struct sluice_decision sluice_drop(__u8 level)
 {
 	return sluice_decision_make(SLUICE_VERDICT_DROP, sluice_level_reason(level), level);
 }
 
-/* The source level's verdict on what a look found: 1 admits, 0 refuses (the
- * decision is in *d), -1 means look again (the entry is busy), and
- * SLUICE_SOURCE_UNTRACKED lets the packet through this level without an
- * entry (on_table_full = open; *d is that decision, if the levels above
- * admit it too). The found source's debt is judged under the class's
- * current limit (look->debt). */
+/* The source level's verdict on what a look found: 1 admits (look->next is
+ * the time field to write), 0 refuses (the decision is in *d), -1 means look
+ * again (the entry is busy), and SLUICE_SOURCE_UNTRACKED lets the packet
+ * through this level without an entry (on_table_full = open; *d is that
+ * decision, if the levels above admit it too). The found source is judged
+ * under the class's current limit: its debt converted (GCRA), or its counts
+ * read as fresh if another limit's layout wrote them (a window). */
 #define SLUICE_SOURCE_UNTRACKED 2
 
 /* Did the look let the packet through untracked? Recomputed from the look
@@ -256,8 +278,10 @@ SLUICE_INLINE struct sluice_decision sluice_untracked(void)
 	d.table = SLUICE_TABLE_FULL;
 	return d;
 }
-SLUICE_INLINE int sluice_source_check(const struct sluice_source_ref *src, struct sluice_source_look *look,
-				      __u64 cost, struct sluice_decision *d)
+/* What decides before the algorithm does: -1, 0 or SLUICE_SOURCE_UNTRACKED
+ * as sluice_source_check says, 1 to let the algorithm judge. */
+SLUICE_INLINE int sluice_source_placed(const struct sluice_source_ref *src, const struct sluice_source_look *look,
+				       struct sluice_decision *d)
 {
 	if (look->pending || look->index >= SLUICE_SOURCE_CANDIDATES)
 		return -1; /* another CPU is creating it (or every entry of both sets) */
@@ -270,8 +294,49 @@ SLUICE_INLINE int sluice_source_check(const struct sluice_source_ref *src, struc
 		d->table = SLUICE_TABLE_FULL;
 		return 0;
 	}
+	return 1;
+}
+
+/* GCRA's judgement: admitted iff the debt after `cost` stays within the
+ * tolerance. */
+SLUICE_INLINE int sluice_source_check_gcra(const struct sluice_source_ref *src, struct sluice_source_look *look,
+					   __u64 cost, __u64 now, struct sluice_decision *d)
+{
+	int placed = sluice_source_placed(src, look, d);
+
+	if (placed != 1)
+		return placed;
 	look->debt = sluice_source_debt_now(src->limit, look->seen, look->debt);
 	if (look->debt + cost > src->limit->current.tolerance_ns) {
+		*d = sluice_drop(SLUICE_LEVEL_SOURCE);
+		return 0;
+	}
+	look->next = now + look->debt + cost;
+	return 1;
+}
+
+/* A window's judgement: the counts in the entry's time field stepped by
+ * `cost` (window.h). A new source's entry, or one another limit's layout
+ * wrote, counts nothing: `now` as the field reads as free. */
+SLUICE_INLINE int sluice_source_window_step(const struct sluice_source_limit *limit, struct sluice_source_look *look,
+					    __u64 cost, __u64 now)
+{
+	__u64 field = look->found && sluice_entry_generation(look->seen) == limit->generation ? look->seen : now;
+
+	return sluice_entry_window_step(&limit->window, field, now, cost, &look->next, 0);
+}
+
+SLUICE_INLINE int sluice_source_check(const struct sluice_source_ref *src, struct sluice_source_look *look,
+				      __u64 cost, __u64 now, struct sluice_decision *d)
+{
+	int placed;
+
+	if (!sluice_source_windowed(src->limit))
+		return sluice_source_check_gcra(src, look, cost, now, d);
+	placed = sluice_source_placed(src, look, d);
+	if (placed != 1)
+		return placed;
+	if (!SLUICE_SOURCE_WINDOW_STEP(src, look, cost, now)) {
 		*d = sluice_drop(SLUICE_LEVEL_SOURCE);
 		return 0;
 	}
@@ -289,7 +354,7 @@ SLUICE_INLINE int sluice_source_settle(const struct sluice_source_ref *src, __u6
 
 	for (attempt = 0; attempt < SLUICE_SOURCE_ATTEMPTS; attempt++) {
 		SLUICE_SOURCE_FIND(src, now, look);
-		verdict = sluice_source_check(src, look, cost, d);
+		verdict = sluice_source_check(src, look, cost, now, d);
 		if (verdict >= 0)
 			return verdict;
 	}
@@ -306,15 +371,15 @@ SLUICE_INLINE int sluice_source_commit(const struct sluice_source_ref *src, __u6
 	int verdict = 1;
 
 	for (attempt = 0; attempt < SLUICE_SOURCE_ATTEMPTS; attempt++) {
-		if (verdict == 1 && SLUICE_SOURCE_CHARGE(src, look, cost, now))
+		if (verdict == 1 && SLUICE_SOURCE_CHARGE(src, look))
 			return 1;
 		SLUICE_SOURCE_FIND(src, now, look);
-		verdict = sluice_source_check(src, look, cost, d);
+		verdict = sluice_source_check(src, look, cost, now, d);
 		if (verdict == 0 || verdict == SLUICE_SOURCE_UNTRACKED)
 			return verdict;
 	}
 	/* The last look may have admitted: one more try before giving up. */
-	return verdict == 1 && SLUICE_SOURCE_CHARGE(src, look, cost, now) ? 1 : -1;
+	return verdict == 1 && SLUICE_SOURCE_CHARGE(src, look) ? 1 : -1;
 }
 
 SLUICE_INLINE struct sluice_decision sluice_contended(void)
@@ -343,7 +408,7 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 	int src_on = sluice_source_active(src);
 	int new_on, cls_on = sluice_level_active(&l->aggregate);
 	int glb_on = sluice_level_active(&l->global);
-	__u64 src_cost = src_on ? sluice_source_cost_ns(&src->limit->current, frame_len, tcp_syn) : 0;
+	__u64 src_cost = src_on ? sluice_source_cost(src->limit, frame_len, tcp_syn) : 0;
 	__u64 new_cost = 0;
 	__u64 cls_cost = cls_on ? sluice_level_cost(&l->aggregate, frame_len, tcp_syn) : 0;
 	__u64 glb_cost = glb_on ? sluice_level_cost_nano(l->global.limit, frame_len, tcp_syn) : 0;
@@ -358,10 +423,12 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 	glb_on = glb_on && glb_cost;
 
 	/* A known source is found and checked here; anything else (a new one,
-	 * an entry being created) takes the longer way. */
+	 * an entry being created, a source counted in windows, whose step the
+	 * BPF program keeps out of this frame) takes the longer way. */
 	if (src_on) {
-		verdict = sluice_source_find_known(src, now, &look) ? sluice_source_check(src, &look, src_cost, &d)
-								    : SLUICE_SOURCE_SETTLE(src, src_cost, now, &look, &d);
+		verdict = !sluice_source_windowed(src->limit) && sluice_source_find_known(src, now, &look)
+				  ? sluice_source_check_gcra(src, &look, src_cost, now, &d)
+				  : SLUICE_SOURCE_SETTLE(src, src_cost, now, &look, &d);
 		if (verdict < 0)
 			return sluice_contended();
 		if (verdict == 0)
@@ -393,7 +460,7 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 	 * source is one compare-and-swap; if another CPU charged it first, it
 	 * is looked at and checked again. */
 	if (src_on && !sluice_source_untracked(src, &look) &&
-	    !(look.found && sluice_source_charge_known(src, &look, src_cost, now))) {
+	    !(look.found && sluice_source_charge_known(src, &look))) {
 		verdict = 1;
 		if (look.found)
 			verdict = SLUICE_SOURCE_SETTLE(src, src_cost, now, &look, &d);

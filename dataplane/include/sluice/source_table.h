@@ -140,6 +140,12 @@ SLUICE_INLINE __u32 sluice_source_second(__u64 hash, __u32 mask)
 
 /* ---- GCRA ---------------------------------------------------------------------- */
 
+/* The generation of its class's per-source limit that wrote an entry. */
+SLUICE_INLINE __u32 sluice_entry_generation(__u64 word)
+{
+	return (__u32)((word & SLUICE_ENTRY_GENERATION_MASK) >> SLUICE_ENTRY_GENERATION_SHIFT);
+}
+
 /* ns of schedule a frame of frame_len bytes costs, rounded up; 0 for a frame
  * the level does not count (unit tcp_syn, and not a SYN). */
 SLUICE_INLINE __u64 sluice_source_cost_ns(const struct sluice_gcra_limit *limit, __u32 frame_len, __u8 tcp_syn)
@@ -167,11 +173,13 @@ SLUICE_INLINE __u64 sluice_scale_capped(__u64 x, __u64 scale, __u64 cap)
  * refill), an empty bucket where it was older. */
 SLUICE_INLINE __u64 sluice_source_debt_now(const struct sluice_source_limit *limit, __u64 word, __u64 debt)
 {
-	__u32 written = (__u32)((word & SLUICE_ENTRY_GENERATION_MASK) >> SLUICE_ENTRY_GENERATION_SHIFT);
 	__u64 tolerance = limit->current.tolerance_ns, then = limit->previous_tolerance_ns;
+	__u32 written = sluice_entry_generation(word);
 
 	if (!debt || written == limit->generation)
 		return debt;
+	if (limit->previous_fresh)
+		return 0; /* another algorithm's counts: no debt in this one's terms */
 	if (written != ((limit->generation - 1u) & 3u) || !then)
 		return tolerance;
 	/* Room left then (tokens times their old cost), in today's costs. */
@@ -194,12 +202,11 @@ SLUICE_INLINE __u64 sluice_entry_free_for(__u64 word, __u64 now)
 	return (now - word) & SLUICE_ENTRY_TAT_MASK;
 }
 
-/* The word of an entry of `tag`, written by limit `generation`, whose source
- * is `debt` ahead after `cost`. */
-SLUICE_INLINE __u64 sluice_entry_word(__u64 tag, __u32 generation, __u64 now, __u64 debt, __u64 cost)
+/* The word of an entry of `tag`, written by limit `generation`, whose time
+ * field is `field` (a TAT, or window counts: window.h). */
+SLUICE_INLINE __u64 sluice_entry_word(__u64 tag, __u32 generation, __u64 field)
 {
-	return tag | ((__u64)(generation & 3u) << SLUICE_ENTRY_GENERATION_SHIFT) |
-	       ((now + debt + cost) & SLUICE_ENTRY_TAT_MASK);
+	return tag | ((__u64)(generation & 3u) << SLUICE_ENTRY_GENERATION_SHIFT) | (field & SLUICE_ENTRY_TAT_MASK);
 }
 
 /* ---- finding a source -------------------------------------------------------------- */
@@ -225,7 +232,10 @@ struct sluice_source_look {
 	__u8 evicts;  /* !found and both sets are in debt: `index` is the one closest to free */
 	__u8 _pad;
 	__u64 seen;   /* that entry's word when judged: a swap expects it */
-	__u64 debt;   /* found: how far ahead the source is; 0: a full bucket */
+	union {       /* one word: the BPF program's stack has no room for two */
+		__u64 debt; /* found: how far ahead the source is; 0: a full bucket */
+		__u64 next; /* once a check admits: the time field the charge writes (decide.h) */
+	};
 };
 
 SLUICE_INLINE __u64 *sluice_set_entry(const struct sluice_source_ref *src, __u32 index)
@@ -346,27 +356,26 @@ SLUICE_INLINE int sluice_source_duplicated(const struct sluice_source_ref *src, 
 /* Charging a source that has an entry: one compare-and-swap. 1 when charged;
  * 0 when another CPU changed the entry first, and the caller looks again. */
 SLUICE_INLINE int sluice_source_charge_known(const struct sluice_source_ref *src,
-					     const struct sluice_source_look *look, __u64 cost, __u64 now)
+					     const struct sluice_source_look *look)
 {
-	__u64 word = sluice_entry_word(src->tag, src->limit->generation, now, look->debt, cost);
+	__u64 word = sluice_entry_word(src->tag, src->limit->generation, look->next);
 
 	return SLUICE_CAS64(sluice_set_entry(src, look->index), look->seen, word) == look->seen;
 }
 
 /*
- * Charges `cost` to the source `look` found, on top of look->debt (as
- * sluice_source_debt_now judged it), or creates its entry where `look` says.
- * 1 when charged; 0 when another CPU changed the entry first or is creating
- * the same source, and the caller looks again.
+ * Writes the time field the check admitted with (look->next) to the source
+ * `look` found, or creates its entry where `look` says. 1 when charged; 0
+ * when another CPU changed the entry first or is creating the same source,
+ * and the caller looks again.
  */
-SLUICE_INLINE int sluice_source_charge(const struct sluice_source_ref *src, const struct sluice_source_look *look,
-				       __u64 cost, __u64 now)
+SLUICE_INLINE int sluice_source_charge(const struct sluice_source_ref *src, const struct sluice_source_look *look)
 {
 	__u64 word, *entry;
 
 	if (look->found)
-		return sluice_source_charge_known(src, look, cost, now);
-	word = sluice_entry_word(src->tag, src->limit->generation, now, look->debt, cost);
+		return sluice_source_charge_known(src, look);
+	word = sluice_entry_word(src->tag, src->limit->generation, look->next);
 	entry = sluice_set_entry(src, look->index);
 	if (SLUICE_CAS64(entry, look->seen, word | SLUICE_ENTRY_PENDING) != look->seen)
 		return 0;
