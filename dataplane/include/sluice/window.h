@@ -252,21 +252,41 @@ SLUICE_INLINE int sluice_window_admit(const struct sluice_window_limit *l, __u64
 }
 
 /* ---- counts in a source-table entry's 45 bits ------------------------------------------
- * For the per-source level (not wired into sluice_decide yet). The entry's
- * time field holds when its counts stop mattering, "busy until": the end
+ * For the per-source level (decide.h). The entry's time field holds when
+ * its counts stop mattering, "busy until": the end
  * of the counted window (fixed) or of the window after it (sliding, whose
  * previous count weighs until then), rounded up to 2^C ns, and the C bits
  * below hold the counts (C = count_bits, twice that for sliding). The table
  * reads the field as it reads a TAT (source_table.h): in debt while ahead
  * of now, by at most 2^C ns more than the counts need, and free after. So
- * the table's scan, eviction and survey work unchanged. The control plane
- * keeps window_ns >= 2^(C + 1) (rounded window ends stay more than half a
- * window apart) and two windows within SLUICE_DEBT_MAX_NS. Window numbers
- * come back in full (index_bits 64). */
+ * the table's scan, eviction and survey work unchanged, as long as the limit
+ * fits (sluice_entry_window_fits). Window numbers come back in full
+ * (index_bits 64). */
 
 SLUICE_INLINE __u32 sluice_entry_count_bits(const struct sluice_window_limit *l)
 {
 	return l->algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW ? 2u * l->count_bits : l->count_bits;
+}
+
+/* Does a per-source window limit fit an entry? Its counts hold the limit
+ * (limit < 2^count_bits), rounded window ends stay more than half a window
+ * apart (window_ns >= 2^(C + 1)), and the entry is busy at most
+ * SLUICE_DEBT_MAX_NS ahead (a window, or two for sliding, plus the rounding).
+ * The control plane compiles only such limits; the dataplane checks again. */
+SLUICE_INLINE int sluice_entry_window_fits(const struct sluice_window_limit *l)
+{
+	__u64 windows = l->algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW ? 2 : 1;
+	__u32 bits;
+
+	if (l->algorithm != SLUICE_ALGORITHM_FIXED_WINDOW && l->algorithm != SLUICE_ALGORITHM_SLIDING_WINDOW)
+		return 0;
+	if (l->count_bits == 0 || l->count_bits > 32 || l->limit == 0 || (l->limit >> l->count_bits) != 0)
+		return 0;
+	bits = sluice_entry_count_bits(l);
+	if (bits > 40)
+		return 0;
+	return l->window_ns >= SLUICE_WINDOW_MIN_NS && l->window_ns >= (2ULL << bits) &&
+	       l->window_ns <= (SLUICE_DEBT_MAX_NS - (1ULL << bits)) / windows;
 }
 
 /* The time field of counts in window `index`, modulo 2^45. */
