@@ -2,10 +2,12 @@
 #include "rate_limits.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <string>
 
 #include "sluice/source_table.h"
+#include "sluice/window.h"
 
 namespace sluice {
 namespace {
@@ -185,12 +187,12 @@ Result<sluice_source_limit> compile_source_limit(const HumanLimit& limit, uint32
     return out;
 }
 
-Result<WindowLevel> compile_window_level(const WindowSettings& settings, std::string_view field) {
+namespace {
+
+// What every window limit needs, at any level: a window of 1ms..1d and a
+// limit of 1..kWindowLimitMax.
+Status check_window_span(const WindowSettings& settings, std::string_view field) {
     const std::string unit = unit_name(settings.unit);
-    const std::string algorithm = algorithm_name(static_cast<uint8_t>(settings.algorithm));
-    if (settings.algorithm == Algorithm::gcra ||
-        static_cast<uint8_t>(settings.algorithm) >= static_cast<uint8_t>(SLUICE_ALGORITHM_COUNT))
-        return field_error(field, "algorithm", "algorithm " + quote(algorithm) + " does not count by window");
     if (settings.window_ns < SLUICE_WINDOW_MIN_NS || settings.window_ns > SLUICE_WINDOW_MAX_NS)
         return field_error(field, "window",
                            "window " + format_duration(settings.window_ns) + " is outside " +
@@ -204,6 +206,40 @@ Result<WindowLevel> compile_window_level(const WindowSettings& settings, std::st
         return field_error(field, "limit",
                            "limit " + std::to_string(settings.limit) + " exceeds the maximum of " +
                                std::to_string(kWindowLimitMax) + " " + unit + " per window (2^47 - 1)");
+    return ok_status();
+}
+
+// In bytes, a largest frame must be chargeable and fit in the limit, as it
+// must in a burst.
+Status check_window_cost(const WindowSettings& settings, std::string_view field) {
+    const std::string unit = unit_name(settings.unit);
+    if (settings.unit == Unit::bytes && (settings.max_frame_bytes == 0 || settings.max_frame_bytes > SLUICE_COST_MAX))
+        return field_error(field, "max_frame_bytes",
+                           "largest frame " + std::to_string(settings.max_frame_bytes) + " bytes is outside 1.." +
+                               std::to_string(SLUICE_COST_MAX));
+    const uint64_t max_cost = max_cost_units(settings.unit, settings.max_frame_bytes);
+    if (settings.limit < max_cost)
+        return field_error(field, "limit",
+                           "limit " + std::to_string(settings.limit) + " " + unit +
+                               " is below the largest cost one packet is charged (" + std::to_string(max_cost) + " " +
+                               unit + "), so such packets could never pass; raise limit to at least " +
+                               std::to_string(max_cost));
+    return ok_status();
+}
+
+Error not_a_window(std::string_view field, Algorithm algorithm) {
+    return field_error(
+        field, "algorithm",
+        "algorithm " + quote(algorithm_name(static_cast<uint8_t>(algorithm))) + " does not count by window");
+}
+
+}  // namespace
+
+Result<WindowLevel> compile_window_level(const WindowSettings& settings, std::string_view field) {
+    if (settings.algorithm == Algorithm::gcra ||
+        static_cast<uint8_t>(settings.algorithm) >= static_cast<uint8_t>(SLUICE_ALGORITHM_COUNT))
+        return not_a_window(field, settings.algorithm);
+    if (auto span = check_window_span(settings, field); !span) return span.error();
     if (settings.algorithm == Algorithm::sliding_log) {
         // The log keeps one time per admission, so it counts admissions only.
         if (settings.unit == Unit::bytes)
@@ -218,17 +254,7 @@ Result<WindowLevel> compile_window_level(const WindowSettings& settings, std::st
                                    std::to_string(SLUICE_LOG_MAX) +
                                    " per class; use sliding_window (approximate) or fixed_window for larger limits");
     }
-    if (settings.unit == Unit::bytes && (settings.max_frame_bytes == 0 || settings.max_frame_bytes > SLUICE_COST_MAX))
-        return field_error(field, "max_frame_bytes",
-                           "largest frame " + std::to_string(settings.max_frame_bytes) + " bytes is outside 1.." +
-                               std::to_string(SLUICE_COST_MAX));
-    const uint64_t max_cost = max_cost_units(settings.unit, settings.max_frame_bytes);
-    if (settings.limit < max_cost)
-        return field_error(field, "limit",
-                           "limit " + std::to_string(settings.limit) + " " + unit +
-                               " is below the largest cost one packet is charged (" + std::to_string(max_cost) + " " +
-                               unit + "), so such packets could never pass; raise limit to at least " +
-                               std::to_string(max_cost));
+    if (auto cost = check_window_cost(settings, field); !cost) return cost.error();
 
     WindowLevel out;
     out.level.enabled = 1;
@@ -240,6 +266,111 @@ Result<WindowLevel> compile_window_level(const WindowSettings& settings, std::st
     // a packed word: nothing wraps, nothing is narrowed.
     out.window.index_bits = 64;
     out.window.count_bits = 64;
+    return out;
+}
+
+namespace {
+
+// A per-source window limit as an entry keeps it (window.h, "in a
+// source-table entry"): window numbers come back in full, and the counts take
+// the fewest bits that hold the limit.
+sluice_window_limit entry_window(Algorithm algorithm, uint64_t limit, uint64_t window_ns) {
+    sluice_window_limit out{};
+    out.window_ns = window_ns;
+    out.limit = limit;
+    out.algorithm = static_cast<uint8_t>(algorithm);
+    out.index_bits = 64;
+    out.count_bits = static_cast<uint8_t>(std::bit_width(limit));
+    return out;
+}
+
+// The windows an entry can time for `w`'s counts, by the formula of
+// sluice_entry_window_fits (which stays the judge): rounded window ends more
+// than half a window apart, busy at most SLUICE_DEBT_MAX_NS ahead.
+struct EntryWindows {
+    uint64_t shortest_ns = 1, longest_ns = 0;  // none
+};
+EntryWindows entry_windows(const sluice_window_limit& w) {
+    const uint32_t bits = sluice_entry_count_bits(&w);
+    if (bits > 40) return {};
+    const uint64_t windows = w.algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW ? 2 : 1;
+    return {std::max<uint64_t>(SLUICE_WINDOW_MIN_NS, 2ULL << bits), (SLUICE_DEBT_MAX_NS - (1ULL << bits)) / windows};
+}
+
+// The largest limit (2^C - 1) whose counts fit an entry in a window of
+// `window_ns`, or with 0 in the shortest window that holds them; 0 if none.
+uint64_t largest_entry_limit(Algorithm algorithm, uint64_t window_ns) {
+    uint64_t largest = 0;
+    for (uint32_t bits = 1; bits < 64; bits++) {
+        sluice_window_limit w = entry_window(algorithm, (1ULL << bits) - 1, window_ns);
+        if (window_ns == 0) w.window_ns = entry_windows(w).shortest_ns;
+        if (sluice_entry_window_fits(&w)) largest = w.limit;
+    }
+    return largest;
+}
+
+// Durations as the policy can write them: the shortest at least `ns` (whole
+// ms, whole s from 1s on), the longest at most `ns` (whole s).
+std::string writable_at_least(uint64_t ns) {
+    const uint64_t grain = ns > SLUICE_NANO ? SLUICE_NANO : 1'000'000;
+    return format_duration(div_ceil(ns, grain) * grain);
+}
+std::string writable_at_most(uint64_t ns) {
+    constexpr uint64_t kMinute = 60 * SLUICE_NANO;
+    return format_duration(ns / SLUICE_NANO * SLUICE_NANO) + " (about " + std::to_string(ns / kMinute) + "m)";
+}
+
+}  // namespace
+
+Result<sluice_source_limit> compile_source_window(const WindowSettings& settings, std::string_view field) {
+    if (settings.algorithm == Algorithm::sliding_log)
+        return field_error(field, "algorithm",
+                           "sliding_log keeps each admission's time, and a per-source entry is one 64-bit word; use "
+                           "sliding_window per source (approximate, see README \"Choosing an algorithm\"), or "
+                           "sliding_log on a class's aggregate");
+    if (settings.algorithm != Algorithm::fixed_window && settings.algorithm != Algorithm::sliding_window)
+        return not_a_window(field, settings.algorithm);
+    if (auto span = check_window_span(settings, field); !span) return span.error();
+    if (auto cost = check_window_cost(settings, field); !cost) return cost.error();
+
+    const bool sliding = settings.algorithm == Algorithm::sliding_window;
+    const std::string what = algorithm_name(static_cast<uint8_t>(settings.algorithm)) + " with limit " +
+                             std::to_string(settings.limit) + " per source";
+    const std::string shared =
+        sliding ? "both counts share the entry's 45-bit time field" : "the count shares the entry's 45-bit time field";
+    sluice_source_limit out{};
+    out.enabled = 1;
+    out.current.unit = static_cast<uint8_t>(settings.unit);
+    out.window = entry_window(settings.algorithm, settings.limit, settings.window_ns);
+    const EntryWindows fits = entry_windows(out.window);
+    if (const uint64_t largest = largest_entry_limit(settings.algorithm, 0); settings.limit > largest)
+        return field_error(field, "limit",
+                           what + " does not fit a source-table entry at any window: " + shared + ", at most " +
+                               std::to_string(largest) + " per window; lower limit" +
+                               (sliding ? " or use fixed_window" : ""));
+    if (settings.window_ns < fits.shortest_ns)
+        return field_error(field, "limit",
+                           what + " needs window >= " + writable_at_least(fits.shortest_ns) + ": " + shared +
+                               "; lower limit to at most " +
+                               std::to_string(largest_entry_limit(settings.algorithm, settings.window_ns)) +
+                               " for window " + format_duration(settings.window_ns) + ", lengthen window" +
+                               (sliding ? " or use fixed_window" : ""));
+    if (settings.window_ns > fits.longest_ns) {
+        std::string instead;
+        if (sliding)
+            instead =
+                ", or use fixed_window, which allows up to " +
+                writable_at_most(entry_windows(entry_window(Algorithm::fixed_window, settings.limit, 0)).longest_ns);
+        return field_error(field, "window",
+                           "window " + format_duration(settings.window_ns) +
+                               " is longer than a source-table entry can time: " + what + " allows at most " +
+                               writable_at_most(fits.longest_ns) + "; shorten window" + instead);
+    }
+    // The dataplane's own test, which the bounds above only explain.
+    if (!sluice_entry_window_fits(&out.window))
+        return field_error(
+            field, "window",
+            what + " and window " + format_duration(settings.window_ns) + " do not fit a source-table entry");
     return out;
 }
 

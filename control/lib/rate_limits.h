@@ -109,6 +109,15 @@ std::string describe_window(const sluice_window_limit& window, uint8_t unit);
 Result<sluice_source_limit> compile_source_limit(const HumanLimit& limit, uint32_t max_frame_bytes,
                                                  std::string_view field);
 
+// Validate and precompute a per-source level of a window algorithm
+// (fixed_window or sliding_window; a sliding_log is refused: an entry is one
+// word, with no room for a log). Its counts live in the source-table entry's
+// 45-bit time field, so the limit must fit there (sluice_entry_window_fits):
+// refusals name the setting (limit, window, unit, max_frame_bytes,
+// algorithm) and the limit or window that would fit. `current` holds only the
+// unit; generation and previous_fresh are left for carry_previous_limits.
+Result<sluice_source_limit> compile_source_window(const WindowSettings& settings, std::string_view field);
+
 // The rate one worker's shaping queue of a class drains at, for predicting a
 // queued frame's wait (sluice/shape.h): the worker's split share of the class
 // aggregate, or in lease mode the aggregate's rate over `workers`; at least 1.

@@ -3,9 +3,11 @@
 // refused, and that every refusal names the field and the value.
 #include <gmock/gmock.h>
 
+#include <bit>
 #include <cstring>
 
 #include "core_support.h"
+#include "sluice/window.h"
 
 namespace sluice::test {
 namespace {
@@ -233,6 +235,131 @@ TEST(WindowLevel, DurationsAndLimitsReadAsThePolicyWritesThem) {
     auto ssh = compile_window_level(window(Algorithm::sliding_log, 10, 60 * SLUICE_NANO, Unit::tcp_syn), "f");
     ASSERT_TRUE(ssh.ok());
     EXPECT_EQ(describe_window(ssh.value().window, ssh.value().level.unit), "10 TCP SYNs per 1m");
+}
+
+TEST(SourceWindow, CompilesToAnEntryWindowAndTheUnit) {
+    struct Case {
+        WindowSettings settings;
+        uint8_t count_bits;
+    };
+    const Case cases[] = {
+        {window(Algorithm::fixed_window, 10, 60 * SLUICE_NANO, Unit::tcp_syn), 4},
+        {window(Algorithm::sliding_window, 16, SLUICE_NANO), 5},  // 16 < 2^5
+        {window(Algorithm::fixed_window, 1, SLUICE_WINDOW_MIN_NS), 1},
+        {window(Algorithm::sliding_window, 100'000, 35 * SLUICE_NANO, Unit::bytes), 17},
+    };
+    for (const Case& c : cases) {
+        auto compiled = compile_source_window(c.settings, "f");
+        ASSERT_TRUE(compiled.ok()) << compiled.error().message;
+        sluice_source_limit expected{};
+        expected.enabled = 1;
+        expected.current.unit = static_cast<uint8_t>(c.settings.unit);
+        expected.window.window_ns = c.settings.window_ns;
+        expected.window.limit = c.settings.limit;
+        expected.window.algorithm = static_cast<uint8_t>(c.settings.algorithm);
+        expected.window.index_bits = 64;
+        expected.window.count_bits = c.count_bits;
+        EXPECT_EQ(std::memcmp(&compiled.value(), &expected, sizeof(expected)), 0) << c.settings.limit;
+        EXPECT_TRUE(sluice_entry_window_fits(&compiled.value().window));
+    }
+}
+
+TEST(SourceWindow, EachRefusalNamesItsSettingAndWhatWouldFit) {
+    struct Case {
+        WindowSettings settings;
+        std::string setting, message;
+    };
+    WindowSettings big_frame = window(Algorithm::fixed_window, 100, SLUICE_NANO, Unit::bytes);
+    big_frame.max_frame_bytes = SLUICE_COST_MAX + 1;
+    const std::string f = "class \"ssh\".per_source: ";
+    const Case cases[] = {
+        {window(Algorithm::sliding_log, 10, SLUICE_NANO), "algorithm",
+         f + "sliding_log keeps each admission's time, and a per-source entry is one 64-bit word; use sliding_window "
+             "per source (approximate, see README \"Choosing an algorithm\"), or sliding_log on a class's aggregate"},
+        {window(Algorithm::gcra, 10, SLUICE_NANO), "algorithm", f + "algorithm \"gcra\" does not count by window"},
+        {window(static_cast<Algorithm>(9), 10, SLUICE_NANO), "algorithm",
+         f + "algorithm \"algorithm_9\" does not count by window"},
+        {window(Algorithm::fixed_window, 10, SLUICE_WINDOW_MIN_NS - 1), "window",
+         f + "window 999999ns is outside 1ms..1d"},
+        {window(Algorithm::fixed_window, 0, SLUICE_NANO), "limit",
+         f + "limit is 0; it must be at least 1 packets per window (use action = \"drop\" to refuse everything)"},
+        {window(Algorithm::fixed_window, 1517, SLUICE_NANO, Unit::bytes), "limit",
+         f + "limit 1517 bytes is below the largest cost one packet is charged (1518 bytes), so such packets could "
+             "never pass; raise limit to at least 1518"},
+        {big_frame, "max_frame_bytes", f + "largest frame 65536 bytes is outside 1..65535"},
+        // Too many bits for the window: the shortest that holds them, or the
+        // largest limit this window holds.
+        {window(Algorithm::sliding_window, 100'000, SLUICE_NANO), "limit",
+         f + "sliding_window with limit 100000 per source needs window >= 35s: both counts share the entry's 45-bit "
+             "time field; lower limit to at most 16383 for window 1s, lengthen window or use fixed_window"},
+        {window(Algorithm::sliding_window, 1'000, SLUICE_WINDOW_MIN_NS), "limit",
+         f + "sliding_window with limit 1000 per source needs window >= 3ms: both counts share the entry's 45-bit "
+             "time field; lower limit to at most 511 for window 1ms, lengthen window or use fixed_window"},
+        {window(Algorithm::fixed_window, 1ULL << 31, SLUICE_NANO), "limit",
+         f + "fixed_window with limit 2147483648 per source needs window >= 9s: the count shares the entry's 45-bit "
+             "time field; lower limit to at most 268435455 for window 1s, lengthen window"},
+        // More than any window holds.
+        {window(Algorithm::sliding_window, 1ULL << 19, SLUICE_WINDOW_MAX_NS), "limit",
+         f + "sliding_window with limit 524288 per source does not fit a source-table entry at any window: both "
+             "counts share the entry's 45-bit time field, at most 524287 per window; lower limit or use fixed_window"},
+        {window(Algorithm::fixed_window, 1ULL << 32, SLUICE_NANO), "limit",
+         f + "fixed_window with limit 4294967296 per source does not fit a source-table entry at any window: the "
+             "count shares the entry's 45-bit time field, at most 4294967295 per window; lower limit"},
+        // Longer than an entry can time.
+        {window(Algorithm::fixed_window, 10, 2 * 3'600 * SLUICE_NANO), "window",
+         f + "window 2h is longer than a source-table entry can time: fixed_window with limit 10 per source allows at "
+             "most 4398s (about 73m); shorten window"},
+        {window(Algorithm::sliding_window, 1, 3'600 * SLUICE_NANO), "window",
+         f + "window 1h is longer than a source-table entry can time: sliding_window with limit 1 per source allows "
+             "at most 2199s (about 36m); shorten window, or use fixed_window, which allows up to 4398s (about 73m)"},
+    };
+    for (const Case& c : cases) {
+        auto compiled = compile_source_window(c.settings, "class \"ssh\".per_source");
+        ASSERT_FALSE(compiled.ok()) << c.message;
+        EXPECT_EQ(compiled.error().message, c.message);
+        EXPECT_EQ(compiled.error().setting, c.setting) << c.message;
+    }
+}
+
+// The bounds the refusals state are sluice_entry_window_fits' own: at each
+// count width, the shortest and longest window fit and a nanosecond past
+// either does not, and the compiler agrees with the dataplane's test.
+TEST(SourceWindow, FitsExactlyWhereAnEntryHoldsTheCounts) {
+    for (Algorithm algorithm : {Algorithm::fixed_window, Algorithm::sliding_window}) {
+        const bool sliding = algorithm == Algorithm::sliding_window;
+        for (uint32_t bits = 1; bits <= 33; bits++) {
+            const uint64_t limit = (1ULL << bits) - 1;
+            const uint32_t counts = sliding ? 2 * bits : bits;  // C'
+            if (counts > 40) continue;
+            const uint64_t shortest = std::max<uint64_t>(SLUICE_WINDOW_MIN_NS, 2ULL << counts);
+            const uint64_t longest = (SLUICE_DEBT_MAX_NS - (1ULL << counts)) / (sliding ? 2 : 1);
+            for (uint64_t window_ns : {shortest - 1, shortest, longest, longest + 1}) {
+                auto compiled = compile_source_window(window(algorithm, limit, window_ns), "f");
+                sluice_window_limit w{};
+                w.algorithm = static_cast<uint8_t>(algorithm);
+                w.limit = limit;
+                w.window_ns = window_ns;
+                w.index_bits = 64;
+                w.count_bits = static_cast<uint8_t>(bits);
+                const bool fits = sluice_entry_window_fits(&w);
+                EXPECT_EQ(compiled.ok(), fits) << algorithm_name(w.algorithm) << " limit " << limit << " window "
+                                               << window_ns << (compiled.ok() ? "" : ": " + compiled.error().message);
+                const bool inside = shortest <= longest && window_ns >= shortest && window_ns <= longest;
+                EXPECT_EQ(fits, inside && bits <= 32) << algorithm_name(w.algorithm) << " limit " << limit;
+            }
+        }
+    }
+    // The largest limits: 2^32 - 1 counted by fixed window, 2^19 - 1 by sliding (two counts of 19 bits).
+    EXPECT_TRUE(compile_source_window(window(Algorithm::fixed_window, (1ULL << 32) - 1, 9 * SLUICE_NANO), "f").ok());
+    EXPECT_TRUE(
+        compile_source_window(window(Algorithm::sliding_window, (1ULL << 19) - 1, 550 * SLUICE_NANO), "f").ok());
+    EXPECT_FALSE(
+        compile_source_window(window(Algorithm::sliding_window, (1ULL << 19) - 1, 549 * SLUICE_NANO), "f").ok());
+    // The stated maxima fit, a second more does not.
+    EXPECT_TRUE(compile_source_window(window(Algorithm::fixed_window, 10, 4398 * SLUICE_NANO), "f").ok());
+    EXPECT_FALSE(compile_source_window(window(Algorithm::fixed_window, 10, 4399 * SLUICE_NANO), "f").ok());
+    EXPECT_TRUE(compile_source_window(window(Algorithm::sliding_window, 1, 2199 * SLUICE_NANO), "f").ok());
+    EXPECT_FALSE(compile_source_window(window(Algorithm::sliding_window, 1, 2200 * SLUICE_NANO), "f").ok());
 }
 
 }  // namespace
