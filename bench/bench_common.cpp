@@ -292,6 +292,15 @@ Result<CompiledPolicy> single_class_policy(uint64_t rate, uint64_t burst, Accura
     return policy;
 }
 
+Result<CompiledPolicy> per_source_window_policy(uint32_t cpus, const WindowSettings& per_source) {
+    auto policy = single_class_policy(100'000'000'000, 4'000'000'000, Accuracy::lease, cpus);
+    if (!policy) return policy.error();
+    auto windowed = compile_source_window(per_source, "per_source");
+    if (!windowed) return windowed.error();
+    policy.value().classes[0].per_source = windowed.value();
+    return policy;
+}
+
 std::vector<uint8_t> udp_frame(bool ipv6) { return test::sample_udp_frame(ipv6); }
 
 }  // namespace sluice::bench

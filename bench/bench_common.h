@@ -126,6 +126,9 @@ Result<CompiledPolicy> single_class_policy(uint64_t rate, uint64_t burst, Accura
 // The same, but the class aggregate counts by `aggregate` (a window algorithm).
 Result<CompiledPolicy> single_class_policy(uint64_t rate, uint64_t burst, Accuracy accuracy, uint32_t cpus,
                                            const WindowSettings& aggregate);
+// One class whose per-source level counts in windows, every other level as
+// open as single_class_policy's (lease mode).
+Result<CompiledPolicy> per_source_window_policy(uint32_t cpus, const WindowSettings& per_source);
 
 // A UDP frame with 18 bytes of payload: IPv4 192.0.2.1 -> 198.51.100.1, or
 // IPv6 2001:db8::1 -> 2001:db8::2.

@@ -5,11 +5,14 @@
 // per-source limiter pays), on the same frames, in the same run, interleaved
 // round by round so drift hits all alike; the figures that matter are the
 // ratios. Split and lease are the accuracy of the class aggregate and global
-// ceiling; the source level is the same table in both. Then the class
-// aggregate by algorithm (the global in lease mode): fixed and sliding
-// window admit every packet, as the buckets do; the sliding log holds at
-// most 32 a window, so under a benchmark's rate its row is the refusal at
-// the class (the ask under the class's lock, nothing committed).
+// ceiling; the source level is the same table in both. Then each window
+// algorithm (the other levels GCRA, lease mode): at the class aggregate,
+// fixed and sliding window admit every packet, as the buckets do; the
+// sliding log holds at most 32 a window, so under a benchmark's rate its row
+// is the refusal at the class. Per source, the fixed window admits every
+// packet; the sliding window's two counts share an entry's 45 bits, which
+// holds at most 511 a millisecond, so a hot source's row is the refusal at
+// the source and many sources' rows are admissions.
 //
 // Traffic: one hot source (IPv4, IPv6), and many sources (64K, 1M) through
 // the benchmark-only switch of ebpf/bench_sources.h, which both programs
@@ -60,11 +63,31 @@ double median(std::vector<double> values) {
     return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-// The class aggregate's window algorithms, each a program of its own.
-const WindowSettings kWindowPrograms[] = {
-    {Algorithm::fixed_window, kWindowLimitMax, SLUICE_NANO, Unit::packets, kDefaultMaxFrameBytes},
-    {Algorithm::sliding_window, kWindowLimitMax, SLUICE_NANO, Unit::packets, kDefaultMaxFrameBytes},
-    {Algorithm::sliding_log, SLUICE_LOG_MAX, SLUICE_WINDOW_MIN_NS, Unit::packets, kDefaultMaxFrameBytes},
+// The window algorithms at each level, each a program of its own.
+struct WindowProgram {
+    bool per_source;  // else the class aggregate
+    WindowSettings window;
+
+    std::string name() const {
+        return algorithm_name(static_cast<uint8_t>(window.algorithm)) + (per_source ? " per source" : "");
+    }
+    // Does the level refuse the benchmark's packets, so that the row
+    // measures a refusal?
+    bool refuses(const Traffic& t) const {
+        if (per_source) return window.algorithm == Algorithm::sliding_window && t.sources == 1;
+        return window.algorithm == Algorithm::sliding_log;
+    }
+    std::string path(const Traffic& t) const {
+        if (!refuses(t)) return "admitted";
+        return per_source ? "refused at the source" : "refused at the class";
+    }
+};
+const WindowProgram kWindowPrograms[] = {
+    {false, {Algorithm::fixed_window, kWindowLimitMax, SLUICE_NANO, Unit::packets, kDefaultMaxFrameBytes}},
+    {false, {Algorithm::sliding_window, kWindowLimitMax, SLUICE_NANO, Unit::packets, kDefaultMaxFrameBytes}},
+    {false, {Algorithm::sliding_log, SLUICE_LOG_MAX, SLUICE_WINDOW_MIN_NS, Unit::packets, kDefaultMaxFrameBytes}},
+    {true, {Algorithm::fixed_window, (1u << 28) - 1, SLUICE_NANO, Unit::packets, kDefaultMaxFrameBytes}},
+    {true, {Algorithm::sliding_window, 511, SLUICE_WINDOW_MIN_NS, Unit::packets, kDefaultMaxFrameBytes}},
 };
 
 // Opens a dataplane with a table of `capacity` entries and applies `policy`.
@@ -116,9 +139,10 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
             programs.emplace_back(accuracy == Accuracy::split ? "split" : "lease", [accuracy](uint32_t cpus) {
                 return single_class_policy(100'000'000'000, 4'000'000'000, accuracy, cpus);
             });
-        for (const WindowSettings& window : kWindowPrograms)
-            programs.emplace_back(algorithm_name(static_cast<uint8_t>(window.algorithm)), [window](uint32_t cpus) {
-                return single_class_policy(100'000'000'000, 4'000'000'000, Accuracy::lease, cpus, window);
+        for (const WindowProgram& program : kWindowPrograms)
+            programs.emplace_back(program.name(), [program](uint32_t cpus) {
+                if (program.per_source) return per_source_window_policy(cpus, program.window);
+                return single_class_policy(100'000'000'000, 4'000'000'000, Accuracy::lease, cpus, program.window);
             });
         for (const auto& [name, policy] : programs) {
             auto& dp = dataplanes[{capacity, name}];
@@ -147,7 +171,9 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         const uint32_t warm_up = std::max<uint32_t>(c.traffic->sources * 8, 1000);
         auto ns = test_run_cpu_ns(c.fd, udp_frame(c.traffic->ipv6), warm_up, &verdict);
         if (!ns) return ns.error();
-        const bool drops = c.program == "baseline" || c.program == "probe" || c.program == "sliding_log";
+        bool drops = c.program == "baseline" || c.program == "probe";
+        for (const WindowProgram& program : kWindowPrograms)
+            drops = drops || (c.program == program.name() && program.refuses(*c.traffic));
         const uint32_t expected = drops ? 1u /* XDP_DROP */ : 2u /* XDP_PASS */;
         if (verdict != expected)
             return Error{c.program + " on \"" + c.traffic->name + "\" returned XDP verdict " + std::to_string(verdict) +
@@ -178,8 +204,9 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
                 {}};
     Json results = Json::array(), algorithm_results = Json::array();
     Table algorithm_table{
-        "decide by the class aggregate's algorithm (global in lease mode), same run",
-        {"traffic", "sources", "algorithm", "path", "ns", "/baseline", "- baseline ns", "gcra lease - baseline ns"},
+        "decide by each level's algorithm (the other levels gcra, lease mode), same run",
+        {"traffic", "sources", "level", "algorithm", "path", "ns", "/baseline", "- baseline ns",
+         "gcra lease - baseline ns"},
         {}};
     for (const auto& t : traffic) {
         std::map<std::string, double> ns;
@@ -204,13 +231,15 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         row["lease_added_ns"] = ns["lease"] - ns["baseline"];
         row["algorithm"] = "gcra";
         results.push_back(row);
-        for (const WindowSettings& window : kWindowPrograms) {
-            const std::string name = algorithm_name(static_cast<uint8_t>(window.algorithm));
+        for (const WindowProgram& program : kWindowPrograms) {
+            const std::string name = program.name();
+            const std::string level = program.per_source ? "per_source" : "aggregate";
             Json by_algorithm;
             by_algorithm["traffic"] = t.name;
             by_algorithm["sources"] = t.sources;
-            by_algorithm["algorithm"] = name;
-            by_algorithm["path"] = window.algorithm == Algorithm::sliding_log ? "refused at the class" : "admitted";
+            by_algorithm["level"] = level;
+            by_algorithm["algorithm"] = algorithm_name(static_cast<uint8_t>(program.window.algorithm));
+            by_algorithm["path"] = program.path(t);
             by_algorithm["ns_per_decision"] = ns[name];
             by_algorithm["baseline_ns_per_decision"] = ns["baseline"];
             by_algorithm["ratio"] = ns[name] / ns["baseline"];
@@ -219,7 +248,8 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
             for (const auto& c : cases)
                 if (c.traffic == &t && c.program == name) by_algorithm["ns_rounds"] = c.ns;
             algorithm_results.push_back(by_algorithm);
-            algorithm_table.rows.push_back({t.name, count_label(t.sources), name, by_algorithm["path"],
+            algorithm_table.rows.push_back({t.name, count_label(t.sources), level, by_algorithm["algorithm"],
+                                            by_algorithm["path"],
                                             fixed(ns[name], 1), fixed(ns[name] / ns["baseline"], 2),
                                             fixed(ns[name] - ns["baseline"], 1),
                                             fixed(ns["lease"] - ns["baseline"], 1)});

@@ -49,8 +49,9 @@ double full_fraction(const Step& s) {
 // What the class aggregate's state takes per class, by algorithm: the bytes
 // its algorithm uses, and what the dataplane's maps hold for every class
 // whatever the algorithm (a CPU's bucket per possible CPU, and one shared
-// bucket with the window state beside it). The per-source level is GCRA
-// (one 8-byte entry per source) whatever the class aggregate counts with.
+// bucket with the window state beside it). A source takes one 8-byte entry
+// whatever its level counts with: GCRA's TAT, or a fixed or sliding
+// window's counts in the same word.
 struct ClassState {
     std::string algorithm;
     uint64_t used = 0;
@@ -219,7 +220,10 @@ Status run_memory(const CommonOptions& /*run*/, const MemoryOptions& options, Js
     table.print();
 
     Table states{
-        "memory: the class aggregate's state per class, by algorithm", {"algorithm", "used B", "reserved B"}, {}};
+        "memory: the class aggregate's state per class, by algorithm (per source: one 8 B entry under every "
+        "per-source algorithm)",
+        {"algorithm", "used B", "reserved B"},
+        {}};
     for (const ClassState& state : class_states(cpus)) {
         results.push_back({{"algorithm", state.algorithm},
                            {"class_state_bytes", state.used},

@@ -89,10 +89,10 @@ bool is_figure(const nlohmann::json& value) { return value.is_number() && std::i
 TEST_F(BenchSmoke, DecideReportsNsPerDecisionAndRatios) {
     const auto results = smoke("decide");
     ASSERT_TRUE(results.is_array());
-    std::map<std::string, int> rows;  // by algorithm
+    std::map<std::string, int> rows;  // by algorithm, and level if not gcra
     for (const auto& row : results) {
         const std::string algorithm = row.value("algorithm", "");
-        rows[algorithm]++;
+        rows[algorithm == "gcra" ? algorithm : row.value("level", "") + " " + algorithm]++;
         const std::vector<const char*> keys =
             algorithm == "gcra" ? std::vector<const char*>{"baseline_ns_per_decision", "split_ns_per_decision",
                                                            "lease_ns_per_decision", "split_ratio", "lease_ratio"}
@@ -102,7 +102,8 @@ TEST_F(BenchSmoke, DecideReportsNsPerDecisionAndRatios) {
     }
     // hot IPv4, hot IPv6, many sources: each with every algorithm
     EXPECT_GE(rows["gcra"], 3);
-    for (const char* algorithm : {"fixed_window", "sliding_window", "sliding_log"})
+    for (const char* algorithm : {"aggregate fixed_window", "aggregate sliding_window", "aggregate sliding_log",
+                                  "per_source fixed_window", "per_source sliding_window"})
         EXPECT_EQ(rows[algorithm], rows["gcra"]) << algorithm;
 }
 

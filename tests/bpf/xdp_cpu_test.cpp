@@ -316,27 +316,21 @@ TEST_F(XdpRealClock, SplitAggregateNeverAdmitsMoreThanBurstPlusRateTimesT) {
 // bucket's burst).
 class XdpRealClockWindows : public XdpRealClock, public ::testing::WithParamInterface<scenarios::WindowCase> {};
 
-TEST_P(XdpRealClockWindows, OneFloodedClassNeverPassesItsAlgorithmsBound) {
+TEST_P(XdpRealClockWindows, OneFloodedLevelNeverPassesItsAlgorithmsBound) {
     const scenarios::WindowCase c = GetParam();
-    const Window w =
-        saturate(policy()
-                     .add({.id = 1,
-                           .aggregate_window =
-                               WindowLimit{.algorithm = c.algorithm, .limit = c.limit, .window_ns = c.window_ns}})
-                     .build(),
-                 {"192.0.2.1"});
+    const Window w = saturate(policy().add(scenarios::window_case_class(c)).build(), {"192.0.2.1"});
     const uint64_t admitted = w.admitted();
     const uint64_t bound = scenarios::window_bound(c.algorithm, c.limit, c.window_ns, w.begin_ns, w.end_ns);
     const uint64_t floor =
         scenarios::window_floor(c.algorithm, c.limit, c.window_ns, w.flooded_begin_ns, w.flooded_end_ns);
-    std::cout << "[ window   ] " << algorithm_name(c.algorithm) << " N=" << cpus_ << " T=" << w.seconds
+    std::cout << "[ window   ] " << scenarios::window_case_name({c, 0}) << " N=" << cpus_ << " T=" << w.seconds
               << " s offered=" << w.offered << " admitted=" << admitted << " bound=" << bound
               << " admitted/bound=" << static_cast<double>(admitted) / bound
               << " (windows flooded throughout: " << floor << ")\n";
     EXPECT_GT(w.offered, 2 * bound) << "the flood never saturated the limit";
     EXPECT_LE(admitted, bound);
     EXPECT_GE(static_cast<double>(admitted), 0.8 * static_cast<double>(floor));
-    EXPECT_EQ(w.counts.packets(1, kDrop, SLUICE_REASON_CLASS), w.offered - admitted);
+    EXPECT_EQ(w.counts.packets(1, kDrop, scenarios::window_case_reason(c)), w.offered - admitted);
 }
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, XdpRealClockWindows, ::testing::ValuesIn(scenarios::kWindowCases),

@@ -102,7 +102,8 @@ inline sluice_source_limit compile_source(const Limit& limit) {
     return compiled.ok() ? compiled.value() : sluice_source_limit{};
 }
 
-// A window algorithm's limit for a class aggregate: `limit` units per `window_ns`.
+// A window algorithm's limit for a class aggregate or its sources: `limit`
+// units per `window_ns`.
 struct WindowLimit {
     uint8_t algorithm = SLUICE_ALGORITHM_FIXED_WINDOW;
     uint64_t limit = 0;
@@ -114,6 +115,7 @@ struct ClassSpec {
     uint32_t id = 1;
     uint8_t action = SLUICE_ACTION_LIMIT;
     std::optional<Limit> per_source = std::nullopt;
+    std::optional<WindowLimit> per_source_window = std::nullopt;  // instead of `per_source`
     std::optional<Limit> new_sources = std::nullopt;
     std::optional<Limit> aggregate = std::nullopt;
     std::optional<WindowLimit> aggregate_window = std::nullopt;  // instead of `aggregate`
@@ -155,6 +157,13 @@ class PolicyBuilder {
         cls.shape.max_delay_ns = spec.shape_max_delay_ns;
         cls.shadow = spec.shadow;
         if (spec.per_source) cls.per_source = compile_source(*spec.per_source);
+        if (spec.per_source_window) {
+            const WindowLimit& w = *spec.per_source_window;
+            auto limit = compile_source_window(
+                {static_cast<Algorithm>(w.algorithm), w.limit, w.window_ns, w.unit, kDefaultMaxFrameBytes}, "test");
+            EXPECT_TRUE(limit.ok()) << describe(limit);
+            if (limit.ok()) cls.per_source = limit.value();
+        }
         if (spec.new_sources) cls.new_sources = compile(*spec.new_sources, cpus_);
         if (spec.aggregate) cls.aggregate = compile(*spec.aggregate, cpus_);
         if (spec.aggregate_window) {

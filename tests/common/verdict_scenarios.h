@@ -697,6 +697,118 @@ void changing_the_algorithm_starts_the_count_afresh(Target& t) {
     EXPECT_EQ(t.counts().packets(1, kDrop, SLUICE_REASON_CLASS), 5u);
 }
 
+// ---- the per-source level's window algorithms on the fake clock ---------------------------
+
+inline ClassSpec windowed_sources(uint8_t algorithm, uint64_t limit, Unit unit = Unit::packets) {
+    return {.id = 1,
+            .per_source_window =
+                WindowLimit{.algorithm = algorithm, .limit = limit, .window_ns = kSec, .unit = unit}};
+}
+
+// Each source has its own count: at most `limit` per aligned window, and
+// twice that across a boundary; a source it refuses leaves the others alone.
+template <class Target>
+void per_source_fixed_window_counts_each_source_apart(Target& t) {
+    t.apply(t.policy().add(windowed_sources(SLUICE_ALGORITHM_FIXED_WINDOW, 3)).build());
+    const Bytes a = udp_from("192.0.2.50"), b = udp_from("192.0.2.51");
+    const uint64_t boundary = next_window(t, kSec) + kSec;
+    t.set_clock(boundary - kMs);
+    EXPECT_EQ(t.verdicts(a, 4), "PPPD");
+    EXPECT_EQ(t.verdicts(b, 2), "PP");
+    t.set_clock(boundary);
+    EXPECT_EQ(t.verdicts(a, 4), "PPPD");  // 6 within 1 ms: the boundary's double burst
+    EXPECT_EQ(t.verdicts(b, 4), "PPPD");
+    t.set_clock(boundary + kSec - 1);
+    EXPECT_EQ(t.verdicts(a, 1), "D");
+    t.set_clock(boundary + 5 * kSec + 7 * kMs);  // idle windows count nothing
+    EXPECT_EQ(t.verdicts(a, 4), "PPPD");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 14u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 5u);
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 2u);
+}
+
+// The aggregate's sliding-window sequence, per source: two sources side by
+// side get the same answers.
+template <class Target>
+void per_source_sliding_window_weighs_the_previous_window(Target& t) {
+    t.apply(t.policy().add(windowed_sources(SLUICE_ALGORITHM_SLIDING_WINDOW, 4)).build());
+    const Bytes a = udp_from("192.0.2.52"), b = udp_from("192.0.2.53");
+    const uint64_t start = next_window(t, kSec);
+    for (const Bytes* frame : {&a, &b}) {
+        t.set_clock(start);
+        EXPECT_EQ(t.verdicts(*frame, 5), "PPPPD");
+        t.set_clock(start + kSec + 500 * kMs);
+        EXPECT_EQ(t.verdicts(*frame, 3), "PPD");
+    }
+    t.set_clock(start + 2 * kSec + 750 * kMs);
+    EXPECT_EQ(t.verdicts(a, 4), "PPPD");
+    EXPECT_EQ(t.verdicts(b, 4), "PPPD");
+    t.set_clock(start + 4 * kSec);  // two windows on: nothing weighs
+    EXPECT_EQ(t.verdicts(a, 5), "PPPPD");
+    EXPECT_EQ(t.counts().packets(1, kDrop, SLUICE_REASON_SOURCE), 7u);
+}
+
+// "3 new connections per source per second": SYNs counted per source, the
+// rest of each source's traffic passes the level uncounted.
+template <class Target>
+void per_source_window_of_tcp_syns_passes_established_traffic(Target& t) {
+    t.apply(t.policy().add(windowed_sources(SLUICE_ALGORITHM_FIXED_WINDOW, 3, Unit::tcp_syn)).build());
+    const uint64_t start = next_window(t, kSec);
+    t.set_clock(start);
+    EXPECT_EQ(t.verdicts(tcp_from("192.0.2.54", 0x02), 4), "PPPD");
+    EXPECT_EQ(t.verdicts(tcp_from("192.0.2.55", 0x02), 3), "PPP");
+    EXPECT_EQ(t.verdicts(tcp_from("192.0.2.54", 0x10), 5), "PPPPP");
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.54"), 2), "PP");
+    t.set_clock(start + kSec);
+    EXPECT_EQ(t.verdicts(tcp_from("192.0.2.54", 0x02), 4), "PPPD");
+    EXPECT_EQ(t.counts().packets(1, kDrop, SLUICE_REASON_SOURCE), 2u);
+}
+
+// Check-then-commit with a window at the source: a packet the aggregate
+// refuses takes nothing from its source's window, and one the source refuses
+// takes nothing from the aggregate.
+template <class Target>
+void per_source_window_composes_check_then_commit(Target& t) {
+    ClassSpec cls = windowed_sources(SLUICE_ALGORITHM_FIXED_WINDOW, 3);
+    cls.aggregate = Limit{.rate = 1, .burst = 4 * t.per_cpu(Accuracy::lease)};
+    const uint64_t start = next_window(t, kSec);
+    t.set_clock(start);
+    t.apply(t.policy(1).add(cls).build());
+    const Bytes a = udp_from("192.0.2.56"), b = udp_from("192.0.2.57");
+    EXPECT_EQ(t.verdicts(a, 5), "PPPDD");  // the source refuses the last two
+    EXPECT_EQ(t.verdicts(b, 3), "PDD");    // the aggregate's fourth, then it refuses
+    ClassSpec sources_only = cls;
+    sources_only.aggregate.reset();
+    t.apply(t.policy(2).add(sources_only).build());
+    EXPECT_EQ(t.verdicts(b, 3), "PPD");  // b's window holds the one it was admitted
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 3u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_CLASS), 2u);
+}
+
+// A version that changes the per-source algorithm starts every source of
+// the class afresh, GCRA's debt included; one that changes only the limit
+// keeps the counts (while the limit needs as many bits: 5 and 7 need 3).
+template <class Target>
+void changing_the_per_source_algorithm_starts_sources_afresh(Target& t) {
+    const uint64_t start = next_window(t, kSec);
+    t.set_clock(start);
+    const Bytes frame = udp_from("192.0.2.58");
+    t.apply(t.policy(1).add({.id = 1, .per_source = packets(3)}).build());
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
+    t.apply(t.policy(2).add(windowed_sources(SLUICE_ALGORITHM_FIXED_WINDOW, 5)).build());
+    EXPECT_EQ(t.verdicts(frame, 6), "PPPPPD");
+    t.apply(t.policy(3).add(windowed_sources(SLUICE_ALGORITHM_FIXED_WINDOW, 7)).build());
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD");
+    t.apply(t.policy(4).add(windowed_sources(SLUICE_ALGORITHM_SLIDING_WINDOW, 3)).build());
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
+    t.apply(t.policy(5).add({.id = 1, .per_source = packets(3)}).build());
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
+    EXPECT_EQ(t.counts().packets(1, kDrop, SLUICE_REASON_SOURCE), 5u);
+}
+
 // ---- shadow --------------------------------------------------------------------------------
 
 // A class in shadow decides and counts exactly as if enforcing, but passes
@@ -747,14 +859,32 @@ inline uint64_t window_floor(uint8_t algorithm, uint64_t limit, uint64_t window_
 struct WindowCase {
     uint8_t algorithm;
     uint64_t limit, window_ns;
+    bool per_source;  // the window is the source's, not the class aggregate's
 };
 
-inline const WindowCase kWindowCases[] = {{SLUICE_ALGORITHM_FIXED_WINDOW, 10'000, 100 * kMs},
-                                          {SLUICE_ALGORITHM_SLIDING_WINDOW, 10'000, 100 * kMs},
-                                          {SLUICE_ALGORITHM_SLIDING_LOG, SLUICE_LOG_MAX, 10 * kMs}};
+// A sliding window per source keeps both counts in the entry's 45 bits, so
+// its limit is smaller (sluice_entry_window_fits).
+inline const WindowCase kWindowCases[] = {{SLUICE_ALGORITHM_FIXED_WINDOW, 10'000, 100 * kMs, false},
+                                          {SLUICE_ALGORITHM_SLIDING_WINDOW, 10'000, 100 * kMs, false},
+                                          {SLUICE_ALGORITHM_SLIDING_LOG, SLUICE_LOG_MAX, 10 * kMs, false},
+                                          {SLUICE_ALGORITHM_FIXED_WINDOW, 10'000, 100 * kMs, true},
+                                          {SLUICE_ALGORITHM_SLIDING_WINDOW, 4'000, 100 * kMs, true}};
 
 inline std::string window_case_name(const ::testing::TestParamInfo<WindowCase>& info) {
-    return algorithm_name(info.param.algorithm);
+    return algorithm_name(info.param.algorithm) + (info.param.per_source ? "_per_source" : "");
+}
+
+// Class 1 limited as the case says.
+inline ClassSpec window_case_class(const WindowCase& c) {
+    const WindowLimit w{.algorithm = c.algorithm, .limit = c.limit, .window_ns = c.window_ns};
+    ClassSpec cls{.id = 1};
+    (c.per_source ? cls.per_source_window : cls.aggregate_window) = w;
+    return cls;
+}
+
+// The reason the case's level refuses with.
+inline uint8_t window_case_reason(const WindowCase& c) {
+    return c.per_source ? SLUICE_REASON_SOURCE : SLUICE_REASON_CLASS;
 }
 
 // ---- composition (run once per accuracy mode) ----------------------------------------

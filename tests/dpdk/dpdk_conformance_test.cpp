@@ -43,6 +43,11 @@ TEST_F(DpdkBuckets, WindowAggregateComposesCheckThenCommit) {
 TEST_F(DpdkBuckets, ChangingTheAlgorithmStartsTheCountAfresh) {
     scenarios::changing_the_algorithm_starts_the_count_afresh(*this);
 }
+TEST_F(DpdkBuckets, PerSourceFixedWindowCountsEachSourceApart) { scenarios::per_source_fixed_window_counts_each_source_apart(*this); }
+TEST_F(DpdkBuckets, PerSourceSlidingWindowWeighsThePreviousWindow) { scenarios::per_source_sliding_window_weighs_the_previous_window(*this); }
+TEST_F(DpdkBuckets, PerSourceWindowOfTcpSynsPassesEstablishedTraffic) { scenarios::per_source_window_of_tcp_syns_passes_established_traffic(*this); }
+TEST_F(DpdkBuckets, PerSourceWindowComposesCheckThenCommit) { scenarios::per_source_window_composes_check_then_commit(*this); }
+TEST_F(DpdkBuckets, ChangingThePerSourceAlgorithmStartsSourcesAfresh) { scenarios::changing_the_per_source_algorithm_starts_sources_afresh(*this); }
 TEST_F(DpdkBuckets, ShadowClassPassesWhatItWouldDrop) { scenarios::shadow_class_passes_what_it_would_drop(*this); }
 TEST_F(DpdkBuckets, ByteCostsRoundUpAndABurstStillHoldsItsFrames) {
     scenarios::byte_costs_round_up_and_a_burst_still_holds_its_frames(*this);
@@ -163,13 +168,9 @@ class DpdkWorkersRealClock : public DpdkWorkers, public ::testing::WithParamInte
     }
 };
 
-TEST_P(DpdkWorkersRealClock, OneFloodedClassNeverPassesItsAlgorithmsBound) {
+TEST_P(DpdkWorkersRealClock, OneFloodedLevelNeverPassesItsAlgorithmsBound) {
     const scenarios::WindowCase c = GetParam();
-    apply(policy()
-              .add({.id = 1,
-                    .aggregate_window =
-                        WindowLimit{.algorithm = c.algorithm, .limit = c.limit, .window_ns = c.window_ns}})
-              .build());
+    apply(policy().add(scenarios::window_case_class(c)).build());
     constexpr unsigned kBurst = 32;
     std::vector<rte_mbuf*> frames[2];
     for (auto& queue_frames : frames)
@@ -205,7 +206,7 @@ TEST_P(DpdkWorkersRealClock, OneFloodedClassNeverPassesItsAlgorithmsBound) {
     const uint64_t admitted = counts_now.packets(1, kPass, SLUICE_REASON_ADMITTED);
     const uint64_t bound = scenarios::window_bound(c.algorithm, c.limit, c.window_ns, begin, end);
     const uint64_t floor = scenarios::window_floor(c.algorithm, c.limit, c.window_ns, flooded_begin, flooded_end);
-    std::cout << "[ window   ] " << algorithm_name(c.algorithm) << " workers=2 offered=" << offered.load()
+    std::cout << "[ window   ] " << scenarios::window_case_name({c, 0}) << " workers=2 offered=" << offered.load()
               << " admitted=" << admitted << " bound=" << bound
               << " admitted/bound=" << static_cast<double>(admitted) / bound
               << " (windows flooded throughout: " << floor << ")\n";

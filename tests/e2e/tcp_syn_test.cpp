@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // unit = "tcp_syn" against the kernel's own TCP: a client namespace connects
 // through the veth pair to a listener behind sl0, where the program runs.
-// Each source may open `burst` connections at once; the SYNs of the others
-// are dropped at the driver, and the connections that were opened carry
-// data untouched, because only connection attempts are counted.
+// Each source may open `burst` connections at once (GCRA), `limit` per
+// window (a fixed window per source), or the class `limit` per rolling
+// window (a sliding log); the SYNs of the others are dropped at the driver,
+// and the connections that were opened carry data untouched, because only
+// connection attempts are counted.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -29,6 +31,7 @@ using namespace std::chrono_literals;
 
 constexpr const char* kServer = "10.77.0.1";
 constexpr const char* kClient = "10.77.0.2";
+constexpr const char* kSecondClient = "10.77.0.3";  // another source in the same namespace
 constexpr uint16_t kPort = 2222;
 constexpr int kBurst = 5;
 constexpr int kAttempts = 20;
@@ -43,6 +46,7 @@ class ClientNamespace {
         moved_ = created_ && shell("ip -n " + world_ + " link set sl1 netns " + name_) == 0;
         ok_ = moved_ && shell("ip -n " + world_ + " addr add " + kServer + "/24 dev sl0") == 0 &&
               shell("ip -n " + name_ + " addr add " + kClient + "/24 dev sl1") == 0 &&
+              shell("ip -n " + name_ + " addr add " + kSecondClient + "/24 dev sl1") == 0 &&
               shell("ip -n " + name_ + " link set sl1 up") == 0 && shell("ip -n " + name_ + " link set lo up") == 0;
     }
     ~ClientNamespace() {
@@ -67,13 +71,18 @@ sockaddr_in server_address() {
     return address;
 }
 
-// Starts `count` non-blocking connects; returns the sockets.
-std::vector<UniqueFd> start_connects(int count) {
+// Starts `count` non-blocking connects from address `from`; returns the sockets.
+std::vector<UniqueFd> start_connects(int count, const char* from) {
     std::vector<UniqueFd> sockets;
     const sockaddr_in address = server_address();
+    sockaddr_in source{};
+    source.sin_family = AF_INET;
+    inet_pton(AF_INET, from, &source.sin_addr);
     for (int i = 0; i < count; i++) {
         UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
         EXPECT_GE(fd.get(), 0) << std::strerror(errno);
+        EXPECT_EQ(bind(fd.get(), reinterpret_cast<const sockaddr*>(&source), sizeof(source)), 0)
+            << std::strerror(errno);
         const int rc = connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address));
         EXPECT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
         sockets.push_back(std::move(fd));
@@ -111,10 +120,11 @@ UniqueFd listen_in(const std::string& world) {
 }
 
 // `count` simultaneous attempts from the client namespace; which connected.
-std::vector<bool> attempt(const ClientNamespace& client, int count, std::vector<UniqueFd>& sockets) {
+std::vector<bool> attempt(const ClientNamespace& client, int count, std::vector<UniqueFd>& sockets,
+                          const char* from = kClient) {
     EnterNamespace in_client(client.name());
     EXPECT_TRUE(in_client.ok());
-    sockets = start_connects(count);
+    sockets = start_connects(count, from);
     return connected_after(sockets, 500ms);
 }
 
@@ -226,6 +236,61 @@ TEST_F(TcpSyn, ASlidingLogClassAdmitsExactlyItsLimitInTheRollingWindow) {
     const auto stats = this->stats();
     ASSERT_TRUE(stats);
     EXPECT_GE(class_counter(*stats, "default", "drop_packets"), 10u - kLimit + 1);
+}
+
+// "3 new connections per source per 2 s": a fixed window of TCP SYNs at
+// the per-source level. Two sources attempt at once just after a window
+// boundary (the program's clock is CLOCK_MONOTONIC): each opens exactly 3,
+// their connections carry data untouched, and the next window each opens 3
+// again.
+TEST_F(TcpSyn, AFixedWindowPerSourceAdmitsEachSourceItsLimitPerWindow) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(start_world());
+    constexpr int kLimit = 3;
+    constexpr auto kWindow = 2s;
+    ASSERT_TRUE(push_policy("policy.toml",
+                            "[[class]]\nname = \"default\"\nper_source = { algorithm = \"fixed_window\", "
+                            "limit = " +
+                                std::to_string(kLimit) + ", window = \"2s\", unit = \"tcp_syn\" }\n"));
+    ClientNamespace client(netns_name(), netns_name() + "-client");
+    ASSERT_TRUE(client.ok()) << "could not set up the client namespace " << client.name();
+    const UniqueFd listener = listen_in(netns_name());
+
+    // 50 ms into the next window; the attempts take a few ms.
+    const auto since_boundary = std::chrono::steady_clock::now().time_since_epoch() % kWindow;
+    std::this_thread::sleep_for(kWindow - since_boundary + 50ms);
+    std::vector<UniqueFd> first, second;
+    std::vector<bool> first_connected, second_connected;
+    {
+        EnterNamespace in_client(client.name());
+        ASSERT_TRUE(in_client.ok());
+        first = start_connects(8, kClient);
+        second = start_connects(8, kSecondClient);
+        first_connected = connected_after(first, 400ms);
+        second_connected = connected_after(second, 0ms);
+    }
+    figure_line("connections", std::to_string(opened(first_connected)) + " and " +
+                                   std::to_string(opened(second_connected)) +
+                                   " of 8 simultaneous attempts from each of two sources opened, fixed_window limit " +
+                                   std::to_string(kLimit) + " per source");
+    EXPECT_EQ(opened(first_connected), kLimit);
+    EXPECT_EQ(opened(second_connected), kLimit);
+    EXPECT_EQ(carry_data(listener.get(), first, first_connected), static_cast<size_t>(kLimit) * 64 * 1024)
+        << "established traffic lost data";
+    EXPECT_EQ(carry_data(listener.get(), second, second_connected), static_cast<size_t>(kLimit) * 64 * 1024)
+        << "established traffic lost data";
+    drop_refused(first, first_connected);
+    drop_refused(second, second_connected);
+
+    // The next window: each source has its limit again.
+    std::this_thread::sleep_for(kWindow - std::chrono::steady_clock::now().time_since_epoch() % kWindow + 50ms);
+    std::vector<UniqueFd> again;
+    EXPECT_EQ(opened(attempt(client, 5, again)), kLimit) << "the next window did not start a fresh count";
+
+    const auto stats = this->stats();
+    ASSERT_TRUE(stats);
+    EXPECT_GE(class_counter(*stats, "default", "drop_packets"), 2u * (8 - kLimit) + (5 - kLimit));
+    EXPECT_EQ(stat_counter(*stats, "source_inserts"), 2u) << "two clients, two entries";
 }
 
 }  // namespace

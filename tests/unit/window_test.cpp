@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The window algorithms of the core (sluice/window.h) on a simulated clock:
 // each checked decision by decision against a reference model written
-// plainly here (full window numbers in a map, a real list of admission
-// times), on randomised traces with arrivals bunched at window boundaries,
+// plainly (window_models.h), on randomised traces with arrivals bunched at window boundaries,
 // bursts, idle gaps and clock regressions; their bounds over every window;
 // the quota every decision answers (remaining, retry-after, reset); the
 // sliding-window counter's error against the exact log; and each word's
@@ -20,26 +19,10 @@
 #include <thread>
 #include <vector>
 
-#include "sluice/source_table.h"
-#include "sluice/window.h"
+#include "window_models.h"
 
 namespace sluice::test {
 namespace {
-
-constexpr uint64_t kMs = 1'000'000;
-constexpr uint64_t kSecond = 1'000 * kMs;
-constexpr uint64_t kT0 = 1'000 * kSecond;  // far from 0, as a real clock is
-
-sluice_window_limit window_limit(uint8_t algorithm, uint64_t window_ns, uint64_t limit, uint8_t index_bits,
-                                 uint8_t count_bits) {
-    sluice_window_limit l{};
-    l.algorithm = algorithm;
-    l.window_ns = window_ns;
-    l.limit = limit;
-    l.index_bits = index_bits;
-    l.count_bits = count_bits;
-    return l;
-}
 
 // The word layouts the dataplanes use: a source-table entry's 45 bits, a class's 64.
 struct Layout {
@@ -47,85 +30,6 @@ struct Layout {
 };
 constexpr Layout kFixedLayouts[] = {{16, 29}, {32, 32}};
 constexpr Layout kSlidingLayouts[] = {{11, 17}, {16, 24}};
-
-// ---- reference models ---------------------------------------------------------
-
-// Window numbers in full. Counts stay with the latest window anything was
-// admitted in, which a clock that went backwards reads at its start.
-struct WindowModel {
-    uint64_t window_ns, limit;
-    bool sliding;
-    std::map<uint64_t, uint64_t> admitted;  // window number -> units
-    uint64_t latest = 0;                    // window of the latest admission
-
-    bool decide(uint64_t now, uint64_t cost) {
-        uint64_t window = now / window_ns;
-        uint64_t elapsed = now - window * window_ns;
-        if (window < latest) {
-            window = latest;
-            elapsed = 0;
-        }
-        const uint64_t cur = admitted[window];
-        bool admit = false;
-        if (!sliding) {
-            admit = cur + cost <= limit;
-        } else {
-            const uint64_t prev = admitted[window - 1];
-            const uint64_t weight = ((window_ns - elapsed) * 65536 + window_ns - 1) / window_ns;
-            admit = cost <= limit && prev * weight + (cur + cost) * 65536 <= limit * 65536;
-        }
-        if (admit) {
-            admitted[window] += cost;
-            latest = window;
-        }
-        return admit;
-    }
-};
-
-// Every admission's time; one is admitted iff fewer than `limit` lie in (t - W, t].
-struct LogModel {
-    uint64_t window_ns, limit;
-    std::vector<uint64_t> times;
-
-    uint64_t inside(uint64_t now) const {
-        return std::count_if(times.begin(), times.end(), [&](uint64_t t) { return now - t < window_ns; });
-    }
-    bool decide(uint64_t now) {
-        if (!times.empty()) now = std::max(now, times.back());
-        if (inside(now) >= limit) return false;
-        times.push_back(now);
-        return true;
-    }
-};
-
-// ---- traces --------------------------------------------------------------------
-
-// Arrival times: bursts at a window's end and the next one's start, steady
-// streams, idle gaps of a few windows (fewer than 2^(index_bits - 1)) and
-// steps back in time.
-std::vector<uint64_t> random_trace(std::mt19937_64& rng, uint64_t window_ns, size_t length) {
-    std::vector<uint64_t> trace;
-    uint64_t now = kT0 + rng() % window_ns;
-    std::uniform_int_distribution<int> pick(0, 99);
-    while (trace.size() < length) {
-        const int kind = pick(rng);
-        if (kind < 10) {  // a burst straddling the next boundary
-            const uint64_t boundary = (now / window_ns + 1) * window_ns;
-            now = boundary - 1 - rng() % std::max<uint64_t>(1, window_ns / 50);
-            for (int i = rng() % 12; i > 0; i--) trace.push_back(now += rng() % (window_ns / 25 + 1));
-        } else if (kind < 14) {  // idle for up to 6 windows
-            now += rng() % (6 * window_ns);
-        } else if (kind < 18) {  // the clock steps back, at most a window and a half
-            now -= std::min(now - kT0, rng() % (window_ns + window_ns / 2));
-        } else {
-            now += rng() % (window_ns / 8 + 1);
-        }
-        trace.push_back(now);
-    }
-    return trace;
-}
-
-uint64_t random_cost(std::mt19937_64& rng, bool units) { return units ? 1 : 1 + rng() % 3; }
 
 // ---- decision by decision -------------------------------------------------------
 
