@@ -77,11 +77,16 @@ TEST(PolicyToml, TheExampleFileLoads) {
         CompiledPolicy numbered = policy.compiled;
         numbered.header.version = 1;
         EXPECT_TRUE(validate(numbered).ok());
-        EXPECT_EQ(policy.class_ids,
-                  (Ids{{"default", 1}, {"web", 2}, {"partner", 3}, {"monitoring", 4}, {"blocked", 5}, {"admin", 6}}));
+        EXPECT_EQ(policy.class_ids, (Ids{{"default", 1},
+                                         {"web", 2},
+                                         {"partner", 3},
+                                         {"monitoring", 4},
+                                         {"blocked", 5},
+                                         {"admin", 6},
+                                         {"mail", 7}}));
         EXPECT_EQ(policy.compiled.header.default_class_id, 1u);
         EXPECT_TRUE(policy.compiled.header.global.enabled);
-        EXPECT_EQ(policy.compiled.prefixes.size(), 9u);
+        EXPECT_EQ(policy.compiled.prefixes.size(), 10u);
         EXPECT_EQ(entry(policy, "web").aggregate.unit, SLUICE_UNIT_BYTES);
         EXPECT_EQ(entry(policy, "partner").prefix_v4, 24);
         EXPECT_EQ(entry(policy, "partner").on_table_full, SLUICE_TABLE_FULL_CLOSED);
@@ -93,6 +98,11 @@ TEST(PolicyToml, TheExampleFileLoads) {
         EXPECT_EQ(admin.limit, 10u);
         EXPECT_EQ(admin.window_ns, 60 * SLUICE_NANO);
         EXPECT_EQ(entry(policy, "admin").aggregate.unit, SLUICE_UNIT_TCP_SYN);
+        const sluice_source_limit& mail = entry(policy, "mail").per_source;
+        EXPECT_EQ(mail.window.algorithm, SLUICE_ALGORITHM_SLIDING_WINDOW);
+        EXPECT_EQ(mail.window.limit, 10u);
+        EXPECT_EQ(mail.window.window_ns, 60 * SLUICE_NANO);
+        EXPECT_EQ(mail.current.unit, SLUICE_UNIT_TCP_SYN);
     }
 }
 
