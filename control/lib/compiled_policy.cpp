@@ -9,11 +9,14 @@
 #include <tuple>
 
 #include "rate_limits.h"
+#include "sluice/window.h"
 
 namespace sluice {
 namespace {
 
 Error policy_error(const std::string& what) { return Error{"policy: " + what}; }
+
+constexpr sluice_window_limit kNoWindow{};
 
 bool valid_level(const sluice_level_limit& level) {
     return level.unit <= SLUICE_UNIT_TCP_SYN && level.accuracy <= SLUICE_ACCURACY_LEASE;
@@ -27,9 +30,36 @@ bool valid_gcra(const sluice_gcra_limit& limit) {
            limit.tolerance_ns <= SLUICE_DEBT_MAX_NS;
 }
 
-bool valid_source_limit(const sluice_source_limit& limit) {
-    if (!limit.enabled) return true;
-    return valid_gcra(limit.current) && limit.previous_tolerance_ns <= SLUICE_DEBT_MAX_NS && limit.generation < 4;
+// What the dataplane relies on in a class's per-source limit.
+Status valid_source_limit(const sluice_source_limit& limit, const std::string& name) {
+    if (!limit.enabled) return ok_status();
+    if (limit.generation > 3 || limit.previous_fresh > 1)
+        return policy_error(name + ": per-source generation (0..3) or previous_fresh (0, 1) out of range");
+    const sluice_window_limit& w = limit.window;
+    if (w.algorithm == SLUICE_ALGORITHM_GCRA) {
+        // A window limit beside GCRA would be one the dataplane silently ignores.
+        if (std::memcmp(&w, &kNoWindow, sizeof(w)) != 0)
+            return policy_error(name + ": a gcra per-source limit has a window limit set");
+        if (!valid_gcra(limit.current) || limit.previous_tolerance_ns > SLUICE_DEBT_MAX_NS)
+            return policy_error(name + ": per-source limit has an unknown unit, or a burst outside 1 packet.." +
+                                std::to_string(SLUICE_DEBT_MAX_NS / SLUICE_NANO) + " s of its rate");
+        return ok_status();
+    }
+    if (w.algorithm == SLUICE_ALGORITHM_SLIDING_LOG)
+        return policy_error(name +
+                            ": per-source algorithm sliding_log: a source-table entry is one 64-bit word and "
+                            "cannot hold a log of admission times");
+    if (w.algorithm >= SLUICE_ALGORITHM_COUNT)
+        return policy_error(name + ": per-source algorithm " + std::to_string(w.algorithm) + " out of range");
+    if (limit.current.unit > SLUICE_UNIT_TCP_SYN)
+        return policy_error(name + ": per-source limit has an unknown unit " + std::to_string(limit.current.unit));
+    // The counts live in the entry's time field: they must fit it.
+    if (w.index_bits != 64 || !sluice_entry_window_fits(&w))
+        return policy_error(name + ": per-source " + algorithm_name(w.algorithm) + " limit " + std::to_string(w.limit) +
+                            " per " + std::to_string(w.window_ns) + " ns (count_bits " + std::to_string(w.count_bits) +
+                            ", index_bits " + std::to_string(w.index_bits) +
+                            ") does not fit a source-table entry (sluice_entry_window_fits)");
+    return ok_status();
 }
 
 // What the dataplane relies on in the class aggregate's window limit.
@@ -104,9 +134,7 @@ Status validate(const CompiledPolicy& policy) {
         if (!valid_level(cls.new_sources) || !valid_level(cls.aggregate))
             return policy_error(name + ": a limit has an unknown unit or accuracy");
         if (auto window = valid_aggregate_window(cls, name); !window) return window;
-        if (!valid_source_limit(cls.per_source))
-            return policy_error(name + ": per-source limit has an unknown unit, or a burst outside 1 packet.." +
-                                std::to_string(SLUICE_DEBT_MAX_NS / SLUICE_NANO) + " s of its rate");
+        if (auto source = valid_source_limit(cls.per_source, name); !source) return source;
         // Only the source table knows which sources are new.
         if (cls.new_sources.enabled && !cls.per_source.enabled)
             return policy_error(name + ": a new-source budget needs a per-source limit");
@@ -162,25 +190,50 @@ void mark_prefix_families(CompiledPolicy& policy) {
 
 namespace {
 
-// The per-source half of carry_previous_limits; `was` is the running class or nullptr.
-void carry_source_limit(const sluice_class_entry* was, sluice_class_entry& cls) {
+// Whether the entries `before` wrote still mean the same under `after` (both
+// enabled): GCRA converts a debt across any change of its own limit; a
+// window's counts carry on while its window, unit and count layout stay.
+bool same_source_counts(const sluice_source_limit& before, const sluice_source_limit& after) {
+    const sluice_window_limit& was = before.window;
+    const sluice_window_limit& now = after.window;
+    if (was.algorithm != now.algorithm) return false;
+    if (now.algorithm == SLUICE_ALGORITHM_GCRA) return true;
+    return was.window_ns == now.window_ns && was.count_bits == now.count_bits &&
+           before.current.unit == after.current.unit;
+}
+
+// The per-source half of carry_previous_limits; `was` is the running class or
+// nullptr. True when the class's sources' counts restart.
+bool carry_source_limit(const sluice_class_entry* was, sluice_class_entry& cls) {
     __extension__ typedef unsigned __int128 uint128;
     sluice_source_limit& limit = cls.per_source;
     const sluice_source_limit* before = was ? &was->per_source : nullptr;
     limit.previous_tolerance_ns = 0;
     limit.previous_scale = 0;
+    limit.previous_fresh = 0;
     limit.generation = before ? before->generation : 0;
-    if (!limit.enabled || !before) return;
+    if (!limit.enabled || !before) return false;
+    const bool windowed = limit.window.algorithm != SLUICE_ALGORITHM_GCRA;
+    if (before->enabled && !same_source_counts(*before, limit)) {
+        // Counted another way: what any other generation wrote reads as fresh.
+        limit.generation = (before->generation + 1) & 3;
+        limit.previous_fresh = 1;
+        return true;
+    }
+    if (before->enabled && windowed) return false;  // the same counts, perhaps under a new limit
     if (before->enabled && std::memcmp(&before->current, &limit.current, sizeof(limit.current)) == 0) {
-        // Unchanged: sources written under the limit before it still convert.
+        // Unchanged: sources written under the limit before it still convert
+        // (or still read as fresh).
         limit.previous_tolerance_ns = before->previous_tolerance_ns;
         limit.previous_scale = before->previous_scale;
-        return;
+        limit.previous_fresh = before->previous_fresh;
+        return false;
     }
     // Changed (or newly set): a new generation; entries of the one before
-    // convert their debt, those of any older one count as empty buckets.
+    // convert their debt, those of any older one count as empty buckets (a
+    // window: as fresh counts).
     limit.generation = (before->generation + 1) & 3;
-    if (!before->enabled) return;
+    if (!before->enabled || windowed) return false;
     limit.previous_tolerance_ns = before->current.tolerance_ns;
     // Schedule per unit now over then; 1.0 across a change of unit, whose
     // tokens do not convert.
@@ -191,6 +244,7 @@ void carry_source_limit(const sluice_class_entry* was, sluice_class_entry& cls) 
                               ? (fixed(limit.current) << 32) / fixed(before->current)
                               : static_cast<uint128>(1) << 32;
     limit.previous_scale = scale >> 63 ? ~0ULL >> 1 : static_cast<uint64_t>(scale);
+    return false;
 }
 
 // The policy's spelling of a unit.
@@ -226,33 +280,47 @@ bool same_window_count(const sluice_class_entry& was, const sluice_class_entry& 
 
 }  // namespace
 
-std::string describe(const AggregateRestart& restart) {
+std::string describe(const CountRestart& restart) {
     std::string change;
     const auto add = [&change](const std::string& what, const std::string& from, const std::string& to) {
         change += (change.empty() ? "" : ", ") + what + " " + from + " -> " + to;
     };
+    const bool per_source = restart.level == SLUICE_LEVEL_SOURCE;
     const sluice_window_limit& before = restart.before;
     const sluice_window_limit& after = restart.after;
+    const bool windows = before.algorithm != SLUICE_ALGORITHM_GCRA && after.algorithm != SLUICE_ALGORITHM_GCRA;
     if (before.algorithm != after.algorithm)
         add("algorithm", algorithm_name(before.algorithm), algorithm_name(after.algorithm));
-    if (before.algorithm != SLUICE_ALGORITHM_GCRA && before.window_ns != after.window_ns)
+    if (windows && before.window_ns != after.window_ns)
         add("window", format_duration(before.window_ns), format_duration(after.window_ns));
     if (restart.unit_before != restart.unit_after)
         add("unit", unit_text(restart.unit_before), unit_text(restart.unit_after));
     if (change.empty() && before.limit != after.limit)
-        add("sliding_log limit", std::to_string(before.limit), std::to_string(after.limit));
-    return "class " + std::to_string(restart.class_id) + ": aggregate " + change +
-           ": its count starts from fresh state";
+        add(per_source ? "limit" : "sliding_log limit", std::to_string(before.limit), std::to_string(after.limit));
+    // A per-source entry's counts are laid out by the bits the limit needs.
+    if (per_source && windows && before.count_bits != after.count_bits)
+        add("count width", std::to_string(before.count_bits), std::to_string(after.count_bits) + " bits");
+    return "class " + std::to_string(restart.class_id) +
+           (per_source ? ": per_source " + change + ": its sources' counts start from fresh state"
+                       : ": aggregate " + change + ": its count starts from fresh state");
 }
 
-std::vector<AggregateRestart> carry_previous_limits(const std::vector<sluice_class_entry>& running,
-                                                    CompiledPolicy& next) {
-    std::vector<AggregateRestart> restarts;
+std::vector<CountRestart> carry_previous_limits(const std::vector<sluice_class_entry>& running, CompiledPolicy& next) {
+    std::vector<CountRestart> restarts;
     for (sluice_class_entry& cls : next.classes) {
         const auto found = std::find_if(running.begin(), running.end(),
                                         [&](const sluice_class_entry& r) { return r.class_id == cls.class_id; });
         const sluice_class_entry* was = found != running.end() ? &*found : nullptr;
-        carry_source_limit(was, cls);
+        if (carry_source_limit(was, cls)) {
+            CountRestart restart;
+            restart.class_id = cls.class_id;
+            restart.level = SLUICE_LEVEL_SOURCE;
+            restart.before = was->per_source.window;
+            restart.after = cls.per_source.window;
+            restart.unit_before = was->per_source.current.unit;
+            restart.unit_after = cls.per_source.current.unit;
+            restarts.push_back(restart);
+        }
 
         if (was && same_window_count(*was, cls)) {
             cls.aggregate_window.generation = was->aggregate_window.generation;
@@ -262,7 +330,7 @@ std::vector<AggregateRestart> carry_previous_limits(const std::vector<sluice_cla
         // A class that counted nothing before (new, or without an aggregate)
         // loses nothing; one that becomes gcra keeps its token bucket.
         if (was && was->aggregate.enabled && aggregate_algorithm(cls) != SLUICE_ALGORITHM_GCRA) {
-            AggregateRestart restart;
+            CountRestart restart;
             restart.class_id = cls.class_id;
             restart.before = was->aggregate_window;
             restart.after = cls.aggregate_window;

@@ -40,7 +40,9 @@ inline constexpr uint64_t kMinShapeDelayNs = 1'000'000;
 // unparsed frames have no class in shadow); class ids unique and in 1..SLUICE_MAX_CLASSES-1; the default
 // class and every prefix's class exist; prefixes valid, unique and with no
 // bits set past their length; enums in range; a per-source burst within
-// SLUICE_DEBT_MAX_NS; a new-source budget only with a per-source limit; a
+// SLUICE_DEBT_MAX_NS, or a per-source fixed or sliding window that fits a
+// source-table entry (sluice_entry_window_fits; a gcra one has no window set,
+// and sliding_log is refused); a new-source budget only with a per-source limit; a
 // shaped class has a queue of 1..SLUICE_SHAPE_QUEUE_MAX, a max delay of
 // 1 ms..SLUICE_SHAPE_MAX_DELAY_NS, a gcra aggregate limit and action limit;
 // shadow is 0 or 1, and never with a shape queue.
@@ -55,34 +57,45 @@ Status validate(const CompiledPolicy& policy);
 // Sets the header's has_prefixes_v4/v6 from the prefixes (validate checks them).
 void mark_prefix_families(CompiledPolicy& policy);
 
-// A class whose aggregate count a new version starts from fresh state: it
-// counts by window now, and counted by another algorithm, window or unit
-// before (or, for sliding_log, under another limit: its log is laid out by
-// the limit).
-struct AggregateRestart {
+// A class whose counts a new version starts from fresh state, at one level:
+// - its aggregate (SLUICE_LEVEL_CLASS) counts by window now, and counted by
+//   another algorithm, window or unit before (or, for sliding_log, under
+//   another limit: its log is laid out by the limit);
+// - its per_source limit (SLUICE_LEVEL_SOURCE) changed algorithm (gcra, or a
+//   window algorithm, to another), or, counting by window, changed its
+//   window, unit or count width (the bits its limit needs in an entry).
+// before/after are the level's window limits (all zero but for the
+// generation under gcra).
+struct CountRestart {
     uint32_t class_id = 0;
+    uint8_t level = SLUICE_LEVEL_CLASS;  // enum sluice_level: SLUICE_LEVEL_CLASS or SLUICE_LEVEL_SOURCE
     sluice_window_limit before{}, after{};
     uint8_t unit_before = 0, unit_after = 0;  // enum sluice_unit
 };
 
 // "class 3: aggregate algorithm fixed_window -> sliding_window: its count
-// starts from fresh state", for the dataplane's log.
-std::string describe(const AggregateRestart& restart);
+// starts from fresh state", "class 3: per_source algorithm gcra ->
+// fixed_window: its sources' counts start from fresh state", for the
+// dataplane's log.
+std::string describe(const CountRestart& restart);
 
 // Before `next` replaces the version whose class entries are `running`:
-//  - a class whose per-source limit changes gets the next generation and what
-//    its sources' debts convert with (see sluice_source_limit); an unchanged
-//    one keeps its generation and conversion;
+//  - a class whose per-source limit changes gets the next generation (0..3,
+//    wrapping). GCRA to GCRA: with what its sources' debts convert with (see
+//    sluice_source_limit); an unchanged one keeps its generation and
+//    conversion. A change of algorithm, or of a window algorithm's window,
+//    unit or count width, restarts its sources' counts: previous_fresh = 1,
+//    nothing to convert. A window algorithm whose limit alone changes
+//    within the same count width keeps its generation: the counts carry on;
 //  - a class aggregate keeps its window generation while it keeps its
 //    algorithm, window and unit (a changed limit alone keeps the counts: they
 //    still mean units in that window; except sliding_log, whose log is laid
 //    out by its limit); otherwise, or for a new class, it gets
 //    (uint32_t)next.header.version, which no stale state carries since
 //    versions only grow. A gcra class that stays gcra keeps its generation.
-// Returns the classes whose window count restarts (new classes are not
-// among them: they had none).
-std::vector<AggregateRestart> carry_previous_limits(const std::vector<sluice_class_entry>& running,
-                                                    CompiledPolicy& next);
+// Returns the counts that restart (a new class, or a level that limited
+// nothing before, is not among them: it had none).
+std::vector<CountRestart> carry_previous_limits(const std::vector<sluice_class_entry>& running, CompiledPolicy& next);
 
 // Parses "192.0.2.0/24" or "2001:db8::/32" into a prefix of `class_id`.
 Result<PolicyPrefix> parse_prefix(const std::string& cidr, uint32_t class_id);

@@ -92,8 +92,8 @@ class EnforcementPoint : public Dataplane {
     virtual bool decision_cost_enabled() const = 0;
     // "xdp" or "dpdk": shown in status.
     virtual std::string kind() const = 0;
-    // Class aggregates whose window count an apply started from fresh state
-    // (carry_previous_limits), since this dataplane was opened.
+    // Class aggregates and per-source levels whose counts an apply started
+    // from fresh state (carry_previous_limits), since this dataplane was opened.
     virtual uint64_t window_restarts() const = 0;
 };
 

@@ -149,8 +149,9 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
                             MetricType::Counter);
     auto window_restarts =
         family("sluice_window_restarts_total",
-               "Class aggregates whose window count a policy version started from fresh state (its algorithm, "
-               "window or unit changed; sliding_log: also its limit).",
+               "Class aggregates and per-source levels whose counts a policy version started from fresh state "
+               "(the algorithm, window or unit changed; an aggregate sliding_log: also its limit; a per-source "
+               "window: also the bits its limit needs).",
                MetricType::Counter);
     auto interface_version = family("sluice_interface_policy_version",
                                     "The policy version the interface's program runs.", MetricType::Gauge);

@@ -52,14 +52,15 @@ bool valid_class_name(std::string_view name) {
                        [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; });
 }
 
-// algorithm, limit and window set the class aggregate only: in [defaults]
-// or on the class itself they would look like they apply to every level.
-Status refuse_aggregate_keys(const Fields& fields) {
+// algorithm, limit and window set one level, the class aggregate or
+// per_source: in [defaults] or on the class itself they would look like they
+// apply to every level.
+Status refuse_level_keys(const Fields& fields) {
     for (std::string_view key : {"algorithm", "limit", "window"})
         if (const toml::node* value = fields.find(key))
             return fields.at(*value, key,
-                             "goes in the class's aggregate table ([class.aggregate]): only the class aggregate "
-                             "chooses its algorithm so far");
+                             "goes in the class's aggregate or per_source table ([class.aggregate], "
+                             "[class.per_source]): each of those two levels chooses its own algorithm");
     return ok_status();
 }
 
@@ -107,7 +108,7 @@ Status PolicyReader::read_defaults(const Fields& top) {
     if (!table) return table.error();
     if (!table.value()) return ok_status();
     const Fields defaults(path_, *table.value(), "defaults");
-    if (auto refused = refuse_aggregate_keys(defaults); !refused) return refused.error();
+    if (auto refused = refuse_level_keys(defaults); !refused) return refused.error();
     if (auto keys = defaults.only(kDefaultsKeys); !keys) return keys.error();
     if (auto settings = read_class_settings(defaults, defaults_); !settings) return settings.error();
     auto non_ip = defaults.choice("non_ip", kVerdicts);
@@ -168,7 +169,7 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
     const std::string label = name_node && name_node->is_string() ? "class " + quoted(name_node->as_string()->get())
                                                                   : "class #" + std::to_string(number);
     const Fields cls(path_, table, label);
-    if (auto refused = refuse_aggregate_keys(cls); !refused) return refused.error();
+    if (auto refused = refuse_level_keys(cls); !refused) return refused.error();
     if (auto keys = cls.only(kClassKeys); !keys) return keys.error();
     if (!name_node) return cls.here("name is required");
     auto name = cls.string("name");

@@ -23,9 +23,10 @@ constexpr std::string_view kAggregateKeys[] = {"algorithm", "limit",    "window"
 // token bucket) takes.
 constexpr std::string_view kWindowKeys[] = {"algorithm", "limit", "window"};
 constexpr std::string_view kGcraKeys[] = {"rate", "burst", "accuracy", "lease", "lease_ttl_ms"};
-constexpr std::string_view kPerSourceKeys[] = {"rate", "burst", "unit", "prefix_v4", "prefix_v6"};
+constexpr std::string_view kPerSourceKeys[] = {"algorithm", "limit", "window",    "rate",
+                                               "burst",     "unit",  "prefix_v4", "prefix_v6"};
 // Keys of a bucket level that the per-source level does without: it is exact
-// across CPUs (GCRA in one shared table), so there is nothing to split or lease.
+// across CPUs (one shared table), so there is nothing to split or lease.
 constexpr std::string_view kNotPerSourceKeys[] = {"accuracy", "lease", "lease_ttl_ms"};
 constexpr std::string_view kShapeKeys[] = {"queue", "max_delay_ms"};
 
@@ -46,17 +47,58 @@ Result<HumanLimit> read_limit(const Fields& level, const ClassSettings& inherite
     return limit;
 }
 
-// global, new_sources and per_source are token buckets for now: say so
-// rather than "unknown key".
-Status refuse_window_keys(const Fields& level, std::string_view what_it_is) {
+// global and new_sources are token buckets: say so rather than "unknown key".
+Status refuse_window_keys(const Fields& level) {
     const std::string& name = level.name();
     const std::string_view short_name = std::string_view(name).substr(name.rfind('.') + 1);
     for (std::string_view key : kWindowKeys)
         if (const toml::node* value = level.find(key))
             return level.at(*value, key,
-                            "only the class aggregate chooses its algorithm so far; " + std::string(short_name) +
-                                " is " + std::string(what_it_is) + " (rate and burst)");
+                            "only a class's aggregate and per_source choose their algorithm; " +
+                                std::string(short_name) + " is a token bucket (rate and burst)");
     return ok_status();
+}
+
+// The keys of the kind of algorithm not `chosen`: window keys with gcra, the
+// token bucket's with a window algorithm. `windows` lists the level's window
+// algorithms for the hint.
+Status refuse_other_algorithm_keys(const Fields& level, Algorithm chosen, std::string_view windows) {
+    if (chosen == Algorithm::gcra) {
+        for (std::string_view key : {"limit", "window"})
+            if (const toml::node* value = level.find(key))
+                return level.at(
+                    *value, key,
+                    "needs algorithm = " + std::string(windows) + "; gcra (the default) takes rate and burst");
+        return ok_status();
+    }
+    for (std::string_view key : kGcraKeys)
+        if (const toml::node* value = level.find(key))
+            return level.at(*value, key,
+                            "belongs to algorithm = \"gcra\" (the token bucket); algorithm = " +
+                                quoted(algorithm_name(static_cast<uint8_t>(chosen))) +
+                                " counts limit units per window");
+    return ok_status();
+}
+
+// limit, window and unit of a window algorithm; the first two are required.
+Result<WindowSettings> read_window(const Fields& level, const ClassSettings& inherited, Algorithm chosen) {
+    const std::string name = quoted(algorithm_name(static_cast<uint8_t>(chosen)));
+    auto limit = level.integer("limit", 1, kUnbounded);
+    if (!limit) return limit.error();
+    auto window = level.duration("window", SLUICE_WINDOW_MIN_NS, SLUICE_WINDOW_MAX_NS);
+    if (!window) return window.error();
+    auto unit = level.choice("unit", kUnits);
+    if (!unit) return unit.error();
+    if (!limit.value()) return level.here("limit is required for algorithm = " + name + " (units per window)");
+    if (!window.value())
+        return level.here("window is required for algorithm = " + name + " (a duration such as \"1s\" or \"10m\")");
+    WindowSettings settings;
+    settings.algorithm = chosen;
+    settings.limit = static_cast<uint64_t>(*limit.value());
+    settings.window_ns = *window.value();
+    settings.unit = unit.value().value_or(inherited.unit);
+    settings.max_frame_bytes = inherited.max_frame_bytes;
+    return settings;
 }
 
 Result<sluice_level_limit> read_bucket(const Fields& level, const ClassSettings& inherited, uint32_t cpus) {
@@ -120,7 +162,7 @@ Status read_class_settings(const Fields& fields, ClassSettings& settings) {
 }
 
 Result<sluice_level_limit> read_level(const Fields& level, const ClassSettings& inherited, uint32_t cpus) {
-    if (auto refused = refuse_window_keys(level, "a token bucket"); !refused) return refused.error();
+    if (auto refused = refuse_window_keys(level); !refused) return refused.error();
     if (auto keys = level.only(kLevelKeys); !keys) return keys.error();
     return read_bucket(level, inherited, cpus);
 }
@@ -130,62 +172,58 @@ Result<Aggregate> read_aggregate(const Fields& level, const ClassSettings& inher
     auto algorithm = level.choice("algorithm", kAlgorithms);
     if (!algorithm) return algorithm.error();
     const Algorithm chosen = algorithm.value().value_or(Algorithm::gcra);
+    if (auto refused =
+            refuse_other_algorithm_keys(level, chosen, R"("fixed_window", "sliding_window" or "sliding_log")");
+        !refused)
+        return refused.error();
     if (chosen == Algorithm::gcra) {
-        for (std::string_view key : {"limit", "window"})
-            if (const toml::node* value = level.find(key))
-                return level.at(*value, key,
-                                "needs algorithm = \"fixed_window\", \"sliding_window\" or \"sliding_log\"; gcra "
-                                "(the default) takes rate and burst");
         auto bucket = read_bucket(level, inherited, cpus);
         if (!bucket) return bucket.error();
         return Aggregate{bucket.value(), {}};
     }
 
-    const std::string name = quoted(algorithm_name(static_cast<uint8_t>(chosen)));
-    for (std::string_view key : kGcraKeys)
-        if (const toml::node* value = level.find(key))
-            return level.at(*value, key,
-                            "belongs to algorithm = \"gcra\" (the token bucket); algorithm = " + name +
-                                " counts limit units per window");
-    auto limit = level.integer("limit", 1, kUnbounded);
-    if (!limit) return limit.error();
-    auto window = level.duration("window", SLUICE_WINDOW_MIN_NS, SLUICE_WINDOW_MAX_NS);
-    if (!window) return window.error();
-    auto unit = level.choice("unit", kUnits);
-    if (!unit) return unit.error();
-    if (!limit.value()) return level.here("limit is required for algorithm = " + name + " (units per window)");
-    if (!window.value())
-        return level.here("window is required for algorithm = " + name + " (a duration such as \"1s\" or \"10m\")");
-
-    WindowSettings settings;
-    settings.algorithm = chosen;
-    settings.limit = static_cast<uint64_t>(*limit.value());
-    settings.window_ns = *window.value();
-    settings.unit = unit.value().value_or(inherited.unit);
-    settings.max_frame_bytes = inherited.max_frame_bytes;
+    auto settings = read_window(level, inherited, chosen);
+    if (!settings) return settings.error();
     // A unit inherited from the class or [defaults] is not in this table:
     // point at the algorithm that cannot count it instead.
-    if (chosen == Algorithm::sliding_log && settings.unit == Unit::bytes && !unit.value())
+    if (chosen == Algorithm::sliding_log && settings.value().unit == Unit::bytes && !level.find("unit"))
         return level.at(*level.find("algorithm"), "algorithm",
                         "sliding_log counts admissions, not bytes, and this class's unit is \"bytes\" (from the "
                         "class or [defaults]); set unit = \"packets\" or \"tcp_syn\" here, or use fixed_window or "
                         "sliding_window for a limit in bytes");
-    auto compiled = compile_window_level(settings, level.name());
+    auto compiled = compile_window_level(settings.value(), level.name());
     if (!compiled) return level.limit_error(compiled.error());
     return Aggregate{compiled.value().level, compiled.value().window};
 }
 
 Result<sluice_source_limit> read_source_level(const Fields& level, const ClassSettings& inherited) {
-    if (auto refused = refuse_window_keys(level, "GCRA"); !refused) return refused.error();
     for (std::string_view key : kNotPerSourceKeys)
         if (const toml::node* value = level.find(key))
             return level.at(*value, key,
                             "per-source limits are exact across CPUs (one shared table), so they take no " +
                                 std::string(key) + "; it applies to aggregate, new_sources and global");
     if (auto keys = level.only(kPerSourceKeys); !keys) return keys.error();
-    auto limit = read_limit(level, inherited);
-    if (!limit) return limit.error();
-    auto compiled = compile_source_limit(limit.value(), inherited.max_frame_bytes, level.name());
+    auto algorithm = level.choice("algorithm", kAlgorithms);
+    if (!algorithm) return algorithm.error();
+    const Algorithm chosen = algorithm.value().value_or(Algorithm::gcra);
+    if (chosen == Algorithm::sliding_log) {
+        // Refused before its keys are read: no limit or window makes it fit.
+        WindowSettings log;
+        log.algorithm = chosen;
+        return level.limit_error(compile_source_window(log, level.name()).error());
+    }
+    if (auto refused = refuse_other_algorithm_keys(level, chosen, R"("fixed_window" or "sliding_window")"); !refused)
+        return refused.error();
+    if (chosen == Algorithm::gcra) {
+        auto limit = read_limit(level, inherited);
+        if (!limit) return limit.error();
+        auto compiled = compile_source_limit(limit.value(), inherited.max_frame_bytes, level.name());
+        if (!compiled) return level.limit_error(compiled.error());
+        return compiled.value();
+    }
+    auto settings = read_window(level, inherited, chosen);
+    if (!settings) return settings.error();
+    auto compiled = compile_source_window(settings.value(), level.name());
     if (!compiled) return level.limit_error(compiled.error());
     return compiled.value();
 }

@@ -32,6 +32,26 @@ std::string quote(std::string_view text) { return "\"" + std::string(text) + "\"
 // ceil(a / b) for b > 0 without overflow.
 uint64_t div_ceil(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
+// In bytes, the largest frame is what a burst or a window limit must hold.
+Status check_max_frame(Unit unit, uint32_t max_frame_bytes, std::string_view field) {
+    if (unit == Unit::bytes && (max_frame_bytes == 0 || max_frame_bytes > SLUICE_COST_MAX))
+        return field_error(field, "max_frame_bytes",
+                           "largest frame " + std::to_string(max_frame_bytes) + " bytes is outside 1.." +
+                               std::to_string(SLUICE_COST_MAX));
+    return ok_status();
+}
+
+// `setting` (burst, limit) holds less than one packet can cost.
+Error below_largest_cost(std::string_view field, const std::string& setting, uint64_t value, Unit unit,
+                         uint64_t max_cost) {
+    const std::string name = unit_name(unit);
+    return field_error(field, setting,
+                       setting + " " + std::to_string(value) + " " + name +
+                           " is below the largest cost one packet is charged (" + std::to_string(max_cost) + " " +
+                           name + "), so such packets could never pass; raise " + setting + " to at least " +
+                           std::to_string(max_cost));
+}
+
 }  // namespace
 
 uint64_t max_cost_units(Unit unit, uint32_t max_frame_bytes) { return unit == Unit::bytes ? max_frame_bytes : 1; }
@@ -52,12 +72,7 @@ Result<sluice_limit> compile_limit(const HumanLimit& limit, uint64_t max_cost, s
         return field_error(field, "burst",
                            "burst " + std::to_string(limit.burst) + " exceeds the maximum of " +
                                std::to_string(SLUICE_BURST_MAX) + " " + unit);
-    if (limit.burst < max_cost)
-        return field_error(field, "burst",
-                           "burst " + std::to_string(limit.burst) + " " + unit +
-                               " is below the largest cost one packet is charged (" + std::to_string(max_cost) + " " +
-                               unit + "), so such packets could never pass; raise burst to at least " +
-                               std::to_string(max_cost));
+    if (limit.burst < max_cost) return below_largest_cost(field, "burst", limit.burst, limit.unit, max_cost);
 
     sluice_limit out{};
     out.rate_per_s = limit.rate_per_s;
@@ -69,11 +84,8 @@ Result<sluice_limit> compile_limit(const HumanLimit& limit, uint64_t max_cost, s
 Result<sluice_level_limit> compile_level(const LevelSettings& settings, std::string_view field) {
     const std::string unit = unit_name(settings.limit.unit);
     if (settings.cpus == 0) return field_error(field, "cpus", "CPU count is 0");
-    if (settings.limit.unit == Unit::bytes &&
-        (settings.max_frame_bytes == 0 || settings.max_frame_bytes > SLUICE_COST_MAX))
-        return field_error(field, "max_frame_bytes",
-                           "largest frame " + std::to_string(settings.max_frame_bytes) + " bytes is outside 1.." +
-                               std::to_string(SLUICE_COST_MAX));
+    if (auto frame = check_max_frame(settings.limit.unit, settings.max_frame_bytes, field); !frame)
+        return frame.error();
 
     const uint64_t max_cost = max_cost_units(settings.limit.unit, settings.max_frame_bytes);
     auto full = compile_limit(settings.limit, max_cost, field);
@@ -132,10 +144,7 @@ Result<sluice_level_limit> compile_level(const LevelSettings& settings, std::str
 
 Result<sluice_source_limit> compile_source_limit(const HumanLimit& limit, uint32_t max_frame_bytes,
                                                  std::string_view field) {
-    if (limit.unit == Unit::bytes && (max_frame_bytes == 0 || max_frame_bytes > SLUICE_COST_MAX))
-        return field_error(field, "max_frame_bytes",
-                           "largest frame " + std::to_string(max_frame_bytes) + " bytes is outside 1.." +
-                               std::to_string(SLUICE_COST_MAX));
+    if (auto frame = check_max_frame(limit.unit, max_frame_bytes, field); !frame) return frame.error();
     const uint64_t max_cost = max_cost_units(limit.unit, max_frame_bytes);
     if (auto checked = compile_limit(limit, max_cost, field); !checked) return checked.error();
 
@@ -212,18 +221,9 @@ Status check_window_span(const WindowSettings& settings, std::string_view field)
 // In bytes, a largest frame must be chargeable and fit in the limit, as it
 // must in a burst.
 Status check_window_cost(const WindowSettings& settings, std::string_view field) {
-    const std::string unit = unit_name(settings.unit);
-    if (settings.unit == Unit::bytes && (settings.max_frame_bytes == 0 || settings.max_frame_bytes > SLUICE_COST_MAX))
-        return field_error(field, "max_frame_bytes",
-                           "largest frame " + std::to_string(settings.max_frame_bytes) + " bytes is outside 1.." +
-                               std::to_string(SLUICE_COST_MAX));
+    if (auto frame = check_max_frame(settings.unit, settings.max_frame_bytes, field); !frame) return frame;
     const uint64_t max_cost = max_cost_units(settings.unit, settings.max_frame_bytes);
-    if (settings.limit < max_cost)
-        return field_error(field, "limit",
-                           "limit " + std::to_string(settings.limit) + " " + unit +
-                               " is below the largest cost one packet is charged (" + std::to_string(max_cost) + " " +
-                               unit + "), so such packets could never pass; raise limit to at least " +
-                               std::to_string(max_cost));
+    if (settings.limit < max_cost) return below_largest_cost(field, "limit", settings.limit, settings.unit, max_cost);
     return ok_status();
 }
 

@@ -351,7 +351,7 @@ Status XdpDataplane::apply(const CompiledPolicy& policy) {
     auto running = read_classes(active & (SLUICE_POLICY_SLOTS - 1));
     if (!running) return running.error();
     CompiledPolicy next = policy;
-    const std::vector<AggregateRestart> restarts = carry_previous_limits(running.value(), next);
+    const std::vector<CountRestart> restarts = carry_previous_limits(running.value(), next);
 
     // Packets that read `target` before the previous flip may still be
     // running: wait for them before rewriting it.
@@ -359,7 +359,7 @@ Status XdpDataplane::apply(const CompiledPolicy& policy) {
     if (auto status = write_slot(target, next); !status) return status;
     if (const int err = bpf_map_update_elem(active_fd, &zero, &target, BPF_ANY))
         return syscall_error(SyscallOp::map_update, "flipping the active policy slot", error_code(err));
-    for (const AggregateRestart& restart : restarts)
+    for (const CountRestart& restart : restarts)
         log(LogLevel::info, describe(restart), {{"version", std::to_string(policy.header.version)}});
     window_restarts_.fetch_add(restarts.size(), std::memory_order_relaxed);
     return ok_status();

@@ -193,14 +193,14 @@ Status DpdkDataplane::apply(const CompiledPolicy& policy) {
     for (const sluice_class_entry& cls : running.classes)
         if (cls.class_id != SLUICE_CLASS_UNCLASSIFIED) running_classes.push_back(cls);
     CompiledPolicy carried = policy;
-    const std::vector<AggregateRestart> restarts = carry_previous_limits(running_classes, carried);
+    const std::vector<CountRestart> restarts = carry_previous_limits(running_classes, carried);
     const uint32_t next = (active_.load(std::memory_order_relaxed) + 1) % SLUICE_POLICY_SLOTS;
     if (auto status = write_slot(slots_[next], carried); !status) return status;
     active_.store(next, std::memory_order_release);
     // Once every online worker has passed a quiescent state, none reads the
     // old slot: the next apply may rewrite it.
     rte_rcu_qsbr_synchronize(qsbr_, RTE_QSBR_THRID_INVALID);
-    for (const AggregateRestart& restart : restarts)
+    for (const CountRestart& restart : restarts)
         log(LogLevel::info, describe(restart), {{"version", std::to_string(policy.header.version)}});
     window_restarts_.fetch_add(restarts.size(), std::memory_order_relaxed);
     return ok_status();

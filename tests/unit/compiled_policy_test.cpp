@@ -221,13 +221,7 @@ TEST(CarryPreviousLimits, ChangedLimitsGetTheNextGenerationAndAScale) {
 // Makes class `index` of `p` count `limit` per `window_ns` by `algorithm`.
 void set_window(CompiledPolicy& p, size_t index, Algorithm algorithm, uint64_t limit, uint64_t window_ns,
                 Unit unit = Unit::packets) {
-    WindowSettings settings;
-    settings.algorithm = algorithm;
-    settings.limit = limit;
-    settings.window_ns = window_ns;
-    settings.unit = unit;
-    settings.max_frame_bytes = 1518;
-    auto compiled = compile_window_level(settings, "t");
+    auto compiled = compile_window_level(window_settings(algorithm, limit, window_ns, unit), "t");
     ASSERT_TRUE(compiled.ok()) << compiled.error().message;
     p.classes[index].aggregate = compiled.value().level;
     p.classes[index].aggregate_window = compiled.value().window;
@@ -288,6 +282,15 @@ TEST(CompiledPolicy, WindowAggregatesAreCheckedForWhatTheDataplaneRelies) {
     EXPECT_THAT(error_of(gcra), HasSubstr("class 2: a gcra aggregate has a window limit set"));
 }
 
+// A new version of class 2's limit, and the line its restart logs.
+struct RestartCase {
+    std::string name;
+    Algorithm algorithm;
+    uint64_t limit, window_ns;
+    Unit unit;
+    std::string logged;
+};
+
 // The window generation: kept while the count still means the same, the
 // version's otherwise, and each restart of an existing count reported.
 TEST(CarryPreviousLimits, AWindowCountRestartsOnlyWhenItsMeaningChanges) {
@@ -320,14 +323,7 @@ TEST(CarryPreviousLimits, AWindowCountRestartsOnlyWhenItsMeaningChanges) {
         EXPECT_TRUE(validate(next).ok());
     }
 
-    struct Case {
-        std::string name;
-        Algorithm algorithm;
-        uint64_t limit, window_ns;
-        Unit unit;
-        std::string logged;
-    };
-    const Case cases[] = {
+    const RestartCase cases[] = {
         {"algorithm", Algorithm::sliding_window, 100, SLUICE_NANO, Unit::packets,
          "class 2: aggregate algorithm fixed_window -> sliding_window: its count starts from fresh state"},
         {"window", Algorithm::fixed_window, 100, 10 * SLUICE_NANO, Unit::packets,
@@ -338,7 +334,7 @@ TEST(CarryPreviousLimits, AWindowCountRestartsOnlyWhenItsMeaningChanges) {
          "class 2: aggregate algorithm fixed_window -> sliding_log, window 1s -> 1m: its count starts from fresh "
          "state"},
     };
-    for (const Case& c : cases) {
+    for (const RestartCase& c : cases) {
         CompiledPolicy next =
             next_of([&](CompiledPolicy& n) { set_window(n, 1, c.algorithm, c.limit, c.window_ns, c.unit); });
         const auto restarts = carry_previous_limits(running.classes, next);
@@ -389,6 +385,166 @@ TEST(CarryPreviousLimits, AWindowCountRestartsOnlyWhenItsMeaningChanges) {
     EXPECT_TRUE(restarts.empty());
     EXPECT_EQ(with.classes[1].aggregate_window.generation, 8u);
     EXPECT_EQ(with.classes[2].aggregate_window.generation, 8u);
+}
+
+// Makes class `index` of `p` count `limit` per `window_ns` per source.
+void set_source_window(CompiledPolicy& p, size_t index, Algorithm algorithm, uint64_t limit, uint64_t window_ns,
+                       Unit unit = Unit::packets) {
+    auto compiled = compile_source_window(window_settings(algorithm, limit, window_ns, unit), "t");
+    ASSERT_TRUE(compiled.ok()) << compiled.error().message;
+    p.classes[index].per_source = compiled.value();
+}
+
+TEST(CompiledPolicy, PerSourceWindowsMustFitAnEntry) {
+    CompiledPolicy p = two_classes();
+    set_source_window(p, 0, Algorithm::fixed_window, 10, 60 * SLUICE_NANO, Unit::tcp_syn);
+    set_source_window(p, 1, Algorithm::sliding_window, 100'000, 35 * SLUICE_NANO, Unit::bytes);
+    auto status = validate(p);
+    ASSERT_TRUE(status.ok()) << status.error().message;
+
+    const auto refused = [&](auto change, std::string_view what) {
+        CompiledPolicy bad = p;
+        change(bad.classes[1].per_source);
+        EXPECT_THAT(error_of(bad), HasSubstr(std::string(what)));
+    };
+    const std::string unfit = "class 2: per-source sliding_window limit ";
+    refused([](sluice_source_limit& l) { l.window.window_ns = 34 * SLUICE_NANO; },
+            unfit + "100000 per 34000000000 ns (count_bits 17, index_bits 64) does not fit a source-table entry");
+    refused([](sluice_source_limit& l) { l.window.count_bits = 16; }, "(count_bits 16, index_bits 64) does not fit");
+    refused([](sluice_source_limit& l) { l.window.window_ns = SLUICE_DEBT_MAX_NS / 2; }, "does not fit");
+    refused([](sluice_source_limit& l) { l.window.limit = 0; }, "limit 0 per");
+    refused([](sluice_source_limit& l) { l.window.index_bits = 32; }, "(count_bits 17, index_bits 32) does not fit");
+    refused([](sluice_source_limit& l) { l.window.algorithm = SLUICE_ALGORITHM_SLIDING_LOG; },
+            "class 2: per-source algorithm sliding_log: a source-table entry is one 64-bit word and cannot hold a log "
+            "of admission times");
+    refused([](sluice_source_limit& l) { l.window.algorithm = SLUICE_ALGORITHM_COUNT; },
+            "class 2: per-source algorithm 4 out of range");
+    refused([](sluice_source_limit& l) { l.current.unit = 3; }, "class 2: per-source limit has an unknown unit 3");
+    refused([](sluice_source_limit& l) { l.previous_fresh = 2; },
+            "class 2: per-source generation (0..3) or previous_fresh (0, 1) out of range");
+    refused([](sluice_source_limit& l) { l.generation = 4; }, "out of range");
+
+    // gcra: no window may be set beside it, and its bucket is checked as before.
+    CompiledPolicy gcra = two_classes();
+    gcra.classes[1].per_source.previous_fresh = 1;
+    status = validate(gcra);
+    EXPECT_TRUE(status.ok()) << status.error().message;
+    gcra.classes[1].per_source.window.limit = 5;
+    EXPECT_THAT(error_of(gcra), HasSubstr("class 2: a gcra per-source limit has a window limit set"));
+    gcra = two_classes();
+    gcra.classes[1].per_source.window.count_bits = 7;
+    EXPECT_THAT(error_of(gcra), HasSubstr("class 2: a gcra per-source limit has a window limit set"));
+    // A limit that does not limit is not looked at.
+    gcra = two_classes();
+    gcra.classes[1].per_source = sluice_source_limit{};
+    gcra.classes[1].per_source.window.algorithm = SLUICE_ALGORITHM_SLIDING_LOG;
+    EXPECT_TRUE(validate(gcra).ok());
+}
+
+// A per-source change of algorithm, or of a window's window, unit or count
+// width, restarts the class's sources: the next generation, previous_fresh,
+// nothing to convert, and a restart to log and count. A window's limit alone
+// keeps the counts.
+TEST(CarryPreviousLimits, APerSourceCountRestartsWhenItsLayoutChanges) {
+    CompiledPolicy running = two_classes();  // both gcra 100/s burst 10
+    set_source_window(running, 1, Algorithm::fixed_window, 10, 60 * SLUICE_NANO);
+    running.classes[1].per_source.generation = 2;
+    ASSERT_TRUE(carry_previous_limits({}, running).empty());  // new classes: generation 0
+    running.classes[1].per_source.generation = 2;
+    ASSERT_TRUE(validate(running).ok());
+
+    const RestartCase cases[] = {
+        {"algorithm", Algorithm::sliding_window, 10, 60 * SLUICE_NANO, Unit::packets,
+         "class 2: per_source algorithm fixed_window -> sliding_window: its sources' counts start from fresh state"},
+        {"window", Algorithm::fixed_window, 10, 600 * SLUICE_NANO, Unit::packets,
+         "class 2: per_source window 1m -> 10m: its sources' counts start from fresh state"},
+        {"unit", Algorithm::fixed_window, 10, 60 * SLUICE_NANO, Unit::tcp_syn,
+         "class 2: per_source unit packets -> tcp_syn: its sources' counts start from fresh state"},
+        {"count width", Algorithm::fixed_window, 16, 60 * SLUICE_NANO, Unit::packets,
+         "class 2: per_source limit 10 -> 16, count width 4 -> 5 bits: its sources' counts start from fresh state"},
+    };
+    for (const RestartCase& c : cases) {
+        CompiledPolicy next = two_classes();
+        set_source_window(next, 1, c.algorithm, c.limit, c.window_ns, c.unit);
+        const auto restarts = carry_previous_limits(running.classes, next);
+        ASSERT_EQ(restarts.size(), 1u) << c.name;
+        EXPECT_EQ(restarts[0].class_id, 2u);
+        EXPECT_EQ(restarts[0].level, SLUICE_LEVEL_SOURCE);
+        EXPECT_EQ(describe(restarts[0]), c.logged);
+        const sluice_source_limit& limit = next.classes[1].per_source;
+        EXPECT_EQ(limit.generation, 3) << c.name;
+        EXPECT_EQ(limit.previous_fresh, 1) << c.name;
+        EXPECT_EQ(limit.previous_tolerance_ns, 0u) << c.name;
+        EXPECT_EQ(limit.previous_scale, 0u) << c.name;
+        EXPECT_EQ(next.classes[0].per_source.generation, 0) << "unchanged gcra";
+        EXPECT_EQ(next.classes[0].per_source.previous_fresh, 0);
+        EXPECT_TRUE(validate(next).ok()) << c.name;
+    }
+
+    // The limit alone, within the same count width: the counts carry on.
+    for (uint64_t limit : {10u, 15u, 8u}) {
+        CompiledPolicy next = two_classes();
+        set_source_window(next, 1, Algorithm::fixed_window, limit, 60 * SLUICE_NANO);
+        next.classes[1].per_source.previous_fresh = 1;  // whatever the compiler left
+        EXPECT_TRUE(carry_previous_limits(running.classes, next).empty()) << limit;
+        EXPECT_EQ(next.classes[1].per_source.generation, 2) << limit;
+        EXPECT_EQ(next.classes[1].per_source.previous_fresh, 0) << limit;
+    }
+
+    // Back to gcra: a restart too, its sources read as fresh rather than
+    // converted; the generation comes round from 3 to 0.
+    CompiledPolicy sliding = two_classes();
+    set_source_window(sliding, 1, Algorithm::sliding_window, 10, 60 * SLUICE_NANO);
+    carry_previous_limits(running.classes, sliding);
+    ASSERT_EQ(sliding.classes[1].per_source.generation, 3);
+    CompiledPolicy gcra = two_classes();
+    auto restarts = carry_previous_limits(sliding.classes, gcra);
+    ASSERT_EQ(restarts.size(), 1u);
+    EXPECT_EQ(describe(restarts[0]),
+              "class 2: per_source algorithm sliding_window -> gcra: its sources' counts start from fresh state");
+    EXPECT_EQ(gcra.classes[1].per_source.generation, 0);
+    EXPECT_EQ(gcra.classes[1].per_source.previous_fresh, 1);
+    EXPECT_EQ(gcra.classes[1].per_source.previous_tolerance_ns, 0u);
+    EXPECT_TRUE(validate(gcra).ok());
+    // Applied again unchanged, the window's entries still read as fresh.
+    CompiledPolicy again = two_classes();
+    EXPECT_TRUE(carry_previous_limits(gcra.classes, again).empty());
+    EXPECT_EQ(again.classes[1].per_source.generation, 0);
+    EXPECT_EQ(again.classes[1].per_source.previous_fresh, 1);
+    // A new gcra limit then converts what the gcra before it wrote, as always.
+    CompiledPolicy slower = two_classes();
+    slower.classes[1].per_source = compile_source_limit({25, 10, Unit::packets}, 1518, "t").value();
+    EXPECT_TRUE(carry_previous_limits(again.classes, slower).empty());
+    EXPECT_EQ(slower.classes[1].per_source.generation, 1);
+    EXPECT_EQ(slower.classes[1].per_source.previous_fresh, 0);
+    EXPECT_EQ(slower.classes[1].per_source.previous_tolerance_ns, 100'000'000u);
+
+    // gcra to a window: from the first class too, beside an aggregate restart.
+    CompiledPolicy both = two_classes();
+    set_window(running, 0, Algorithm::fixed_window, 100, SLUICE_NANO);
+    set_window(both, 0, Algorithm::sliding_window, 100, SLUICE_NANO);
+    set_source_window(both, 0, Algorithm::fixed_window, 10, 60 * SLUICE_NANO);
+    set_source_window(both, 1, Algorithm::fixed_window, 10, 60 * SLUICE_NANO);
+    restarts = carry_previous_limits(running.classes, both);
+    ASSERT_EQ(restarts.size(), 2u);
+    EXPECT_EQ(describe(restarts[0]),
+              "class 1: per_source algorithm gcra -> fixed_window: its sources' counts start from fresh state");
+    EXPECT_EQ(describe(restarts[1]),
+              "class 1: aggregate algorithm fixed_window -> sliding_window: its count starts from fresh state");
+    EXPECT_EQ(both.classes[0].per_source.generation, 1);
+    EXPECT_EQ(both.classes[0].per_source.previous_fresh, 1);
+    EXPECT_EQ(both.classes[1].per_source.generation, 2) << "class 2 kept its window";
+
+    // A per-source limit newly set (a new class, or one without it before)
+    // had no counts: a new generation, no restart.
+    CompiledPolicy bare = two_classes();
+    bare.classes[1].per_source = sluice_source_limit{};
+    bare.classes[1].per_source.generation = 1;
+    CompiledPolicy window = two_classes();
+    set_source_window(window, 1, Algorithm::sliding_window, 10, 60 * SLUICE_NANO);
+    EXPECT_TRUE(carry_previous_limits(bare.classes, window).empty());
+    EXPECT_EQ(window.classes[1].per_source.generation, 2);
+    EXPECT_EQ(window.classes[1].per_source.previous_fresh, 0);
 }
 
 // A per-source bucket that takes too long to refill is refused with the

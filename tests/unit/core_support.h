@@ -52,6 +52,18 @@ inline sluice_level_limit make_level(uint64_t rate, uint64_t burst, Unit unit = 
     return level_or_die(settings);
 }
 
+// A window limit as the policy says it, frames of at most 1518 bytes.
+inline WindowSettings window_settings(Algorithm algorithm, uint64_t limit, uint64_t window_ns,
+                                      Unit unit = Unit::packets) {
+    WindowSettings settings;
+    settings.algorithm = algorithm;
+    settings.limit = limit;
+    settings.window_ns = window_ns;
+    settings.unit = unit;
+    settings.max_frame_bytes = 1518;
+    return settings;
+}
+
 struct Admission {
     uint64_t time_ns;
     uint64_t cost;  // units

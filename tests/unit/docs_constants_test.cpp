@@ -98,5 +98,18 @@ TEST(DocsConstants, ThePolicySchemaStatesTheLogLimit) {
     EXPECT_NE(schema.find("`sliding_log`: 1.." + std::to_string(SLUICE_LOG_MAX)), std::string::npos);
 }
 
+// A per-source window is timed by its entry, at most SLUICE_DEBT_MAX_NS ahead
+// less the rounding of its smallest count (2^1 ns; two windows for sliding).
+TEST(DocsConstants, ThePolicySchemaStatesTheLongestPerSourceWindows) {
+    const std::string schema = read_doc(kExamples / "policy-schema.md");
+    constexpr uint64_t kMinute = 60 * SLUICE_NANO;
+    const uint64_t fixed = SLUICE_DEBT_MAX_NS - 2, sliding = (SLUICE_DEBT_MAX_NS - 4) / 2;
+    for (const std::string& stated : {
+             joined("`\"", fixed / SLUICE_NANO, "s\"` (about ", fixed / kMinute, "m)"),
+             joined("`\"", sliding / SLUICE_NANO, "s\"` (about ", sliding / kMinute, "m)"),
+         })
+        EXPECT_NE(schema.find(stated), std::string::npos) << "policy-schema.md should say: " << stated;
+}
+
 }  // namespace
 }  // namespace sluice::test

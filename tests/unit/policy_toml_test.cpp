@@ -77,11 +77,16 @@ TEST(PolicyToml, TheExampleFileLoads) {
         CompiledPolicy numbered = policy.compiled;
         numbered.header.version = 1;
         EXPECT_TRUE(validate(numbered).ok());
-        EXPECT_EQ(policy.class_ids,
-                  (Ids{{"default", 1}, {"web", 2}, {"partner", 3}, {"monitoring", 4}, {"blocked", 5}, {"admin", 6}}));
+        EXPECT_EQ(policy.class_ids, (Ids{{"default", 1},
+                                         {"web", 2},
+                                         {"partner", 3},
+                                         {"monitoring", 4},
+                                         {"blocked", 5},
+                                         {"admin", 6},
+                                         {"mail", 7}}));
         EXPECT_EQ(policy.compiled.header.default_class_id, 1u);
         EXPECT_TRUE(policy.compiled.header.global.enabled);
-        EXPECT_EQ(policy.compiled.prefixes.size(), 9u);
+        EXPECT_EQ(policy.compiled.prefixes.size(), 10u);
         EXPECT_EQ(entry(policy, "web").aggregate.unit, SLUICE_UNIT_BYTES);
         EXPECT_EQ(entry(policy, "partner").prefix_v4, 24);
         EXPECT_EQ(entry(policy, "partner").on_table_full, SLUICE_TABLE_FULL_CLOSED);
@@ -93,6 +98,11 @@ TEST(PolicyToml, TheExampleFileLoads) {
         EXPECT_EQ(admin.limit, 10u);
         EXPECT_EQ(admin.window_ns, 60 * SLUICE_NANO);
         EXPECT_EQ(entry(policy, "admin").aggregate.unit, SLUICE_UNIT_TCP_SYN);
+        const sluice_source_limit& mail = entry(policy, "mail").per_source;
+        EXPECT_EQ(mail.window.algorithm, SLUICE_ALGORITHM_SLIDING_WINDOW);
+        EXPECT_EQ(mail.window.limit, 10u);
+        EXPECT_EQ(mail.window.window_ns, 60 * SLUICE_NANO);
+        EXPECT_EQ(mail.current.unit, SLUICE_UNIT_TCP_SYN);
     }
 }
 
@@ -520,9 +530,15 @@ shape = { queue = 1024, max_delay_ms = 50 }
     EXPECT_EQ(entry(kept, "bulk").shadow, 0);
 }
 
-// "bulk" with `aggregate = <table>` on line 5 (column 13 opens the table).
+// "bulk" with `<level> = <table>` on line 5, after `before`.
+std::string level_class(std::string_view level, std::string_view table, std::string_view before) {
+    return bulk_class("name = \"bulk\"\n" + std::string(before) + std::string(level) + " = " + std::string(table) +
+                      "\n");
+}
+
+// ... its aggregate (column 13 opens the table).
 std::string window_class(std::string_view aggregate, std::string_view before = "") {
-    return bulk_class("name = \"bulk\"\n" + std::string(before) + "aggregate = " + std::string(aggregate) + "\n");
+    return level_class("aggregate", aggregate, before);
 }
 
 TEST(PolicyToml, AWindowAggregateCompilesToItsLimitAndWindow) {
@@ -612,22 +628,148 @@ TEST(PolicyToml, WindowKeysAreRefusedWhereTheyDoNotApply) {
                 StartsWith("p.toml:5:27: class \"bulk\".aggregate.algorithm: expected one of \"gcra\", "
                            "\"fixed_window\", \"sliding_window\", \"sliding_log\", got a string (\"leaky_bucket\")"));
 
-    // Only the class aggregate chooses an algorithm.
-    EXPECT_THAT(error_of(bulk_class("name = \"bulk\"\nper_source = { rate = 5, burst = 5, algorithm = \"gcra\" }\n")),
-                StartsWith("p.toml:5:49: class \"bulk\".per_source.algorithm: only the class aggregate chooses its "
-                           "algorithm so far; per_source is GCRA (rate and burst)"));
+    // Only the class aggregate and per_source choose an algorithm.
     EXPECT_THAT(error_of(bulk_class("name = \"bulk\"\nper_source = { rate = 5, burst = 5 }\n"
                                     "new_sources = { limit = 5, rate = 5, burst = 5 }\n")),
-                StartsWith("p.toml:6:25: class \"bulk\".new_sources.limit: only the class aggregate chooses its "
-                           "algorithm so far; new_sources is a token bucket (rate and burst)"));
+                StartsWith("p.toml:6:25: class \"bulk\".new_sources.limit: only a class's aggregate and per_source "
+                           "choose their algorithm; new_sources is a token bucket (rate and burst)"));
     EXPECT_THAT(error_of("[global]\nrate = 5\nburst = 5\nwindow = \"1s\"\n[[class]]\nname = \"default\"\n"),
-                StartsWith("p.toml:4:10: global.window: only the class aggregate chooses its algorithm so far; "
-                           "global is a token bucket (rate and burst)"));
+                StartsWith("p.toml:4:10: global.window: only a class's aggregate and per_source choose their "
+                           "algorithm; global is a token bucket (rate and burst)"));
     EXPECT_THAT(error_of("[defaults]\nalgorithm = \"fixed_window\"\n[[class]]\nname = \"default\"\n"),
-                StartsWith("p.toml:2:13: defaults.algorithm: goes in the class's aggregate table "
-                           "([class.aggregate]): only the class aggregate chooses its algorithm so far"));
+                StartsWith("p.toml:2:13: defaults.algorithm: goes in the class's aggregate or per_source table "
+                           "([class.aggregate], [class.per_source]): each of those two levels chooses its own "
+                           "algorithm"));
     EXPECT_THAT(error_of(bulk_class("name = \"bulk\"\nlimit = 5\n")),
-                StartsWith("p.toml:5:9: class \"bulk\".limit: goes in the class's aggregate table"));
+                StartsWith("p.toml:5:9: class \"bulk\".limit: goes in the class's aggregate or per_source table"));
+}
+
+// ... its per_source (column 14 opens the table).
+std::string source_class(std::string_view per_source, std::string_view before = "") {
+    return level_class("per_source", per_source, before);
+}
+
+TEST(PolicyToml, AWindowPerSourceCompilesToItsLimitWindowAndCountWidth) {
+    struct Case {
+        std::string per_source;
+        uint8_t algorithm;
+        uint64_t limit, window_ns;
+        uint8_t unit, count_bits;
+    };
+    const Case cases[] = {
+        {R"({ algorithm = "fixed_window", limit = 10, window = "1m", unit = "tcp_syn" })",
+         SLUICE_ALGORITHM_FIXED_WINDOW, 10, 60 * SLUICE_NANO, SLUICE_UNIT_TCP_SYN, 4},
+        {R"({ algorithm = "sliding_window", limit = 100, window = "1s" })", SLUICE_ALGORITHM_SLIDING_WINDOW, 100,
+         SLUICE_NANO, SLUICE_UNIT_PACKETS, 7},
+        {R"({ algorithm = "sliding_window", limit = 100_000, window = "35s", unit = "bytes" })",
+         SLUICE_ALGORITHM_SLIDING_WINDOW, 100'000, 35 * SLUICE_NANO, SLUICE_UNIT_BYTES, 17},
+        {R"({ algorithm = "fixed_window", limit = 1, window = "1ms", prefix_v4 = 24 })", SLUICE_ALGORITHM_FIXED_WINDOW,
+         1, SLUICE_WINDOW_MIN_NS, SLUICE_UNIT_PACKETS, 1},
+        {R"({ algorithm = "fixed_window", limit = 4294967295, window = "9s" })", SLUICE_ALGORITHM_FIXED_WINDOW,
+         4'294'967'295, 9 * SLUICE_NANO, SLUICE_UNIT_PACKETS, 32},
+    };
+    for (const Case& c : cases) {
+        const sluice_class_entry& bulk = entry(load_ok(source_class(c.per_source)), "bulk");
+        // Enabled, the unit, the window; nothing of GCRA, and generation and
+        // previous_fresh left for carry_previous_limits.
+        sluice_source_limit expected{};
+        expected.enabled = 1;
+        expected.current.unit = c.unit;
+        expected.window.algorithm = c.algorithm;
+        expected.window.limit = c.limit;
+        expected.window.window_ns = c.window_ns;
+        expected.window.index_bits = 64;
+        expected.window.count_bits = c.count_bits;
+        EXPECT_EQ(std::memcmp(&bulk.per_source, &expected, sizeof(expected)), 0) << c.per_source;
+        EXPECT_EQ(bulk.per_source.window.count_bits, c.count_bits) << c.per_source;
+    }
+
+    // The unit comes from the class (or [defaults]) unless per_source says it.
+    const LoadedPolicy inherited =
+        load_ok(source_class(R"({ algorithm = "fixed_window", limit = 10, window = "1m" })", "unit = \"tcp_syn\"\n"));
+    EXPECT_EQ(entry(inherited, "bulk").per_source.current.unit, SLUICE_UNIT_TCP_SYN);
+
+    // gcra, said or not, is the per-source GCRA, with no window.
+    const sluice_source_limit gcra = compile_source_limit({5, 5, Unit::packets}, kDefaultMaxFrameBytes, "t").value();
+    for (std::string_view per_source : {"{ rate = 5, burst = 5 }", R"({ algorithm = "gcra", rate = 5, burst = 5 })"})
+        EXPECT_EQ(std::memcmp(&entry(load_ok(source_class(per_source)), "bulk").per_source, &gcra, sizeof(gcra)), 0)
+            << per_source;
+}
+
+TEST(PolicyToml, AWindowPerSourceRefusesWhatItCannotCount) {
+    // No log fits a source's entry.
+    EXPECT_THAT(error_of(source_class(R"({ algorithm = "sliding_log", limit = 10, window = "1m" })")),
+                StartsWith("p.toml:5:28: class \"bulk\".per_source.algorithm: sliding_log keeps each admission's "
+                           "time, and a per-source entry is one 64-bit word; use sliding_window per source "
+                           "(approximate, see README \"Choosing an algorithm\"), or sliding_log on a class's "
+                           "aggregate"));
+    EXPECT_THAT(error_of(source_class(R"({ algorithm = "sliding_log" })")),
+                StartsWith("p.toml:5:28: class \"bulk\".per_source.algorithm: sliding_log keeps each"));
+
+    // Window algorithms take no token-bucket keys, gcra no window keys.
+    const std::string fixed = R"(algorithm = "fixed_window", limit = 10, window = "1s")";
+    EXPECT_THAT(error_of(source_class("{ " + fixed + ", rate = 5 }")),
+                StartsWith("p.toml:5:78: class \"bulk\".per_source.rate: belongs to algorithm = \"gcra\" (the "
+                           "token bucket); algorithm = \"fixed_window\" counts limit units per window"));
+    EXPECT_THAT(error_of(source_class("{ " + fixed + ", burst = 5 }")),
+                StartsWith("p.toml:5:79: class \"bulk\".per_source.burst: belongs to algorithm = \"gcra\""));
+    EXPECT_THAT(error_of(source_class("{ rate = 5, burst = 5, limit = 10 }")),
+                StartsWith("p.toml:5:45: class \"bulk\".per_source.limit: needs algorithm = \"fixed_window\" or "
+                           "\"sliding_window\"; gcra (the default) takes rate and burst"));
+    EXPECT_THAT(error_of(source_class(R"({ algorithm = "gcra", rate = 5, burst = 5, window = "1s" })")),
+                StartsWith("p.toml:5:66: class \"bulk\".per_source.window: needs algorithm = \"fixed_window\" or "
+                           "\"sliding_window\""));
+    // Per-source limits take no accuracy or lease, whatever the algorithm.
+    EXPECT_THAT(error_of(source_class("{ " + fixed + ", accuracy = \"split\" }")),
+                StartsWith("p.toml:5:82: class \"bulk\".per_source.accuracy: per-source limits are exact across "
+                           "CPUs (one shared table), so they take no accuracy"));
+    // Both window keys are required.
+    EXPECT_THAT(error_of(source_class(R"({ algorithm = "sliding_window", window = "1s" })")),
+                StartsWith("p.toml:5:14: class \"bulk\".per_source: limit is required for algorithm = "
+                           "\"sliding_window\" (units per window)"));
+    EXPECT_THAT(error_of(source_class(R"({ algorithm = "fixed_window", limit = 3 })")),
+                StartsWith("p.toml:5:14: class \"bulk\".per_source: window is required for algorithm = "
+                           "\"fixed_window\" (a duration such as \"1s\" or \"10m\")"));
+    EXPECT_THAT(error_of(source_class(R"({ algorithm = "fixed_window", limit = 0, window = "1s" })")),
+                StartsWith("p.toml:5:52: class \"bulk\".per_source.limit: expected an integer of at least 1, got 0"));
+    EXPECT_THAT(error_of(source_class(R"({ algorithm = "fixed_window", limit = 10, window = "2d" })")),
+                StartsWith("p.toml:5:65: class \"bulk\".per_source.window: \"2d\" is outside 1ms..1d"));
+    // In bytes, a largest frame must fit in the limit.
+    EXPECT_THAT(error_of(source_class(R"({ algorithm = "fixed_window", limit = 1517, window = "1s", unit = "bytes" })",
+                                      "max_frame_bytes = 1518\n")),
+                StartsWith("p.toml:6:52: class \"bulk\".per_source.limit: limit 1517 bytes is below the largest cost "
+                           "one packet is charged (1518 bytes), so such packets could never pass; raise limit to at "
+                           "least 1518"));
+}
+
+// The counts live in the entry's 45-bit time field: the limit's bits bound
+// the window from below, the entry's reach from above. Each edge, both sides.
+TEST(PolicyToml, AWindowPerSourceFitsAnEntryOrSaysWhatWould) {
+    const auto with = [](std::string_view algorithm, std::string_view limit, std::string_view window) {
+        return source_class("{ algorithm = \"" + std::string(algorithm) + "\", limit = " + std::string(limit) +
+                            ", window = \"" + std::string(window) + "\" }");
+    };
+    EXPECT_TRUE(load(with("sliding_window", "100_000", "35s")).ok());
+    EXPECT_THAT(error_of(with("sliding_window", "100_000", "34s")),
+                StartsWith("p.toml:5:54: class \"bulk\".per_source.limit: sliding_window with limit 100000 per "
+                           "source needs window >= 35s: both counts share the entry's 45-bit time field; lower limit "
+                           "to at most 65535 for window 34s, lengthen window or use fixed_window"));
+    EXPECT_TRUE(load(with("fixed_window", "100_000", "1ms")).ok());  // 2^18 ns < 1ms
+    EXPECT_TRUE(load(with("fixed_window", "10", "4398s")).ok());
+    EXPECT_THAT(error_of(with("fixed_window", "10", "4399s")),
+                StartsWith("p.toml:5:65: class \"bulk\".per_source.window: window 4399s is longer than a "
+                           "source-table entry can time: fixed_window with limit 10 per source allows at most 4398s "
+                           "(about 73m); shorten window"));
+    EXPECT_TRUE(load(with("sliding_window", "10", "36m")).ok());
+    EXPECT_THAT(error_of(with("sliding_window", "10", "37m")),
+                StartsWith("p.toml:5:67: class \"bulk\".per_source.window: window 37m is longer than a source-table "
+                           "entry can time: sliding_window with limit 10 per source allows at most 2199s (about 36m); "
+                           "shorten window, or use fixed_window, which allows up to 4398s (about 73m)"));
+    EXPECT_TRUE(load(with("sliding_window", "524_287", "550s")).ok());
+    EXPECT_THAT(error_of(with("sliding_window", "524_288", "1000s")),
+                StartsWith("p.toml:5:54: class \"bulk\".per_source.limit: sliding_window with limit 524288 per "
+                           "source does not fit a source-table entry at any window: both counts share the entry's "
+                           "45-bit time field, at most 524287 per window; lower limit or use fixed_window"));
 }
 
 TEST(PolicyToml, AWindowMustBeADurationWithinADay) {
@@ -748,8 +890,8 @@ TEST(PolicyToml, UnknownKeysAreRefusedEverywhere) {
     EXPECT_THAT(error_of("[[class]]\nname = \"default\"\n  matches = [\"10.0.0.0/8\"]\n"),
                 StartsWith("p.toml:3:3: class \"default\".matches: unknown key; allowed here: name, match,"));
     EXPECT_THAT(error_of("[[class]]\nname = \"default\"\nper_source = { rate = 1, burst = 1, prefix = 24 }\n"),
-                StartsWith("p.toml:3:37: class \"default\".per_source.prefix: unknown key; allowed here: rate, burst, "
-                           "unit, prefix_v4, prefix_v6"));
+                StartsWith("p.toml:3:37: class \"default\".per_source.prefix: unknown key; allowed here: algorithm, "
+                           "limit, window, rate, burst, unit, prefix_v4, prefix_v6"));
     // prefix_v4 is a per_source key, not an aggregate one.
     EXPECT_THAT(error_of("[[class]]\nname = \"default\"\naggregate = { rate = 1, burst = 1, prefix_v4 = 24 }\n"),
                 StartsWith("p.toml:3:36: class \"default\".aggregate.prefix_v4: unknown key; allowed here: "

@@ -152,13 +152,7 @@ TEST(Limits, ZeroCpusIsRefused) {
 }
 
 WindowSettings window(Algorithm algorithm, uint64_t limit, uint64_t window_ns, Unit unit = Unit::packets) {
-    WindowSettings s;
-    s.algorithm = algorithm;
-    s.limit = limit;
-    s.window_ns = window_ns;
-    s.unit = unit;
-    s.max_frame_bytes = 1518;
-    return s;
+    return window_settings(algorithm, limit, window_ns, unit);
 }
 
 TEST(WindowLevel, CompilesToAFullStateWindowAndAnEnabledLevel) {
