@@ -203,11 +203,10 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
                  "lease/baseline", "lease/probe", "split/probe", "lease - baseline ns"},
                 {}};
     Json results = Json::array(), algorithm_results = Json::array();
-    Table algorithm_table{
-        "decide by each level's algorithm (the other levels gcra, lease mode), same run",
-        {"traffic", "sources", "level", "algorithm", "path", "ns", "/baseline", "- baseline ns",
-         "gcra lease - baseline ns"},
-        {}};
+    Table algorithm_table{"decide by each level's algorithm (the other levels gcra, lease mode), same run",
+                          {"traffic", "sources", "level", "algorithm", "path", "ns", "/baseline", "- baseline ns",
+                           "gcra lease - baseline ns"},
+                          {}};
     for (const auto& t : traffic) {
         std::map<std::string, double> ns;
         Json row;
@@ -249,9 +248,8 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
                 if (c.traffic == &t && c.program == name) by_algorithm["ns_rounds"] = c.ns;
             algorithm_results.push_back(by_algorithm);
             algorithm_table.rows.push_back({t.name, count_label(t.sources), level, by_algorithm["algorithm"],
-                                            by_algorithm["path"],
-                                            fixed(ns[name], 1), fixed(ns[name] / ns["baseline"], 2),
-                                            fixed(ns[name] - ns["baseline"], 1),
+                                            by_algorithm["path"], fixed(ns[name], 1),
+                                            fixed(ns[name] / ns["baseline"], 2), fixed(ns[name] - ns["baseline"], 1),
                                             fixed(ns["lease"] - ns["baseline"], 1)});
         }
         table.rows.push_back({t.name, count_label(t.sources), count_label(capacity), fixed(ns["baseline"], 1),

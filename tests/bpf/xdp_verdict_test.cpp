@@ -52,15 +52,25 @@ TEST_F(XdpBuckets, ChangingTheAlgorithmStartsTheCountAfresh) {
     scenarios::changing_the_algorithm_starts_the_count_afresh(*this);
 }
 
-TEST_F(XdpBuckets, PerSourceFixedWindowCountsEachSourceApart) { scenarios::per_source_fixed_window_counts_each_source_apart(*this); }
+TEST_F(XdpBuckets, PerSourceFixedWindowCountsEachSourceApart) {
+    scenarios::per_source_fixed_window_counts_each_source_apart(*this);
+}
 
-TEST_F(XdpBuckets, PerSourceSlidingWindowWeighsThePreviousWindow) { scenarios::per_source_sliding_window_weighs_the_previous_window(*this); }
+TEST_F(XdpBuckets, PerSourceSlidingWindowWeighsThePreviousWindow) {
+    scenarios::per_source_sliding_window_weighs_the_previous_window(*this);
+}
 
-TEST_F(XdpBuckets, PerSourceWindowOfTcpSynsPassesEstablishedTraffic) { scenarios::per_source_window_of_tcp_syns_passes_established_traffic(*this); }
+TEST_F(XdpBuckets, PerSourceWindowOfTcpSynsPassesEstablishedTraffic) {
+    scenarios::per_source_window_of_tcp_syns_passes_established_traffic(*this);
+}
 
-TEST_F(XdpBuckets, PerSourceWindowComposesCheckThenCommit) { scenarios::per_source_window_composes_check_then_commit(*this); }
+TEST_F(XdpBuckets, PerSourceWindowComposesCheckThenCommit) {
+    scenarios::per_source_window_composes_check_then_commit(*this);
+}
 
-TEST_F(XdpBuckets, ChangingThePerSourceAlgorithmStartsSourcesAfresh) { scenarios::changing_the_per_source_algorithm_starts_sources_afresh(*this); }
+TEST_F(XdpBuckets, ChangingThePerSourceAlgorithmStartsSourcesAfresh) {
+    scenarios::changing_the_per_source_algorithm_starts_sources_afresh(*this);
+}
 
 TEST_F(XdpBuckets, ShadowClassPassesWhatItWouldDrop) { scenarios::shadow_class_passes_what_it_would_drop(*this); }
 

@@ -701,8 +701,7 @@ void changing_the_algorithm_starts_the_count_afresh(Target& t) {
 
 inline ClassSpec windowed_sources(uint8_t algorithm, uint64_t limit, Unit unit = Unit::packets) {
     return {.id = 1,
-            .per_source_window =
-                WindowLimit{.algorithm = algorithm, .limit = limit, .window_ns = kSec, .unit = unit}};
+            .per_source_window = WindowLimit{.algorithm = algorithm, .limit = limit, .window_ns = kSec, .unit = unit}};
 }
 
 // Each source has its own count: at most `limit` per aligned window, and
@@ -817,7 +816,11 @@ void changing_the_per_source_algorithm_starts_sources_afresh(Target& t) {
 template <class Target>
 void shadow_class_passes_what_it_would_drop(Target& t) {
     ClassSpec cls{.id = 1, .per_source = packets(3), .shadow = true};
-    t.apply(t.policy(1).add(cls).add({.id = 2, .action = SLUICE_ACTION_DROP, .shadow = true}).prefix("10.0.0.0/8", 2).build());
+    t.apply(t.policy(1)
+                .add(cls)
+                .add({.id = 2, .action = SLUICE_ACTION_DROP, .shadow = true})
+                .prefix("10.0.0.0/8", 2)
+                .build());
     const Bytes frame = udp_from("192.0.2.40");
     EXPECT_EQ(t.verdicts(frame, 5), "PPPPP");
     EXPECT_EQ(t.verdicts(udp_from("10.0.0.1"), 2), "PP");

@@ -43,11 +43,21 @@ TEST_F(DpdkBuckets, WindowAggregateComposesCheckThenCommit) {
 TEST_F(DpdkBuckets, ChangingTheAlgorithmStartsTheCountAfresh) {
     scenarios::changing_the_algorithm_starts_the_count_afresh(*this);
 }
-TEST_F(DpdkBuckets, PerSourceFixedWindowCountsEachSourceApart) { scenarios::per_source_fixed_window_counts_each_source_apart(*this); }
-TEST_F(DpdkBuckets, PerSourceSlidingWindowWeighsThePreviousWindow) { scenarios::per_source_sliding_window_weighs_the_previous_window(*this); }
-TEST_F(DpdkBuckets, PerSourceWindowOfTcpSynsPassesEstablishedTraffic) { scenarios::per_source_window_of_tcp_syns_passes_established_traffic(*this); }
-TEST_F(DpdkBuckets, PerSourceWindowComposesCheckThenCommit) { scenarios::per_source_window_composes_check_then_commit(*this); }
-TEST_F(DpdkBuckets, ChangingThePerSourceAlgorithmStartsSourcesAfresh) { scenarios::changing_the_per_source_algorithm_starts_sources_afresh(*this); }
+TEST_F(DpdkBuckets, PerSourceFixedWindowCountsEachSourceApart) {
+    scenarios::per_source_fixed_window_counts_each_source_apart(*this);
+}
+TEST_F(DpdkBuckets, PerSourceSlidingWindowWeighsThePreviousWindow) {
+    scenarios::per_source_sliding_window_weighs_the_previous_window(*this);
+}
+TEST_F(DpdkBuckets, PerSourceWindowOfTcpSynsPassesEstablishedTraffic) {
+    scenarios::per_source_window_of_tcp_syns_passes_established_traffic(*this);
+}
+TEST_F(DpdkBuckets, PerSourceWindowComposesCheckThenCommit) {
+    scenarios::per_source_window_composes_check_then_commit(*this);
+}
+TEST_F(DpdkBuckets, ChangingThePerSourceAlgorithmStartsSourcesAfresh) {
+    scenarios::changing_the_per_source_algorithm_starts_sources_afresh(*this);
+}
 TEST_F(DpdkBuckets, ShadowClassPassesWhatItWouldDrop) { scenarios::shadow_class_passes_what_it_would_drop(*this); }
 TEST_F(DpdkBuckets, ByteCostsRoundUpAndABurstStillHoldsItsFrames) {
     scenarios::byte_costs_round_up_and_a_burst_still_holds_its_frames(*this);

@@ -15,9 +15,8 @@ namespace sluice::test {
 namespace {
 
 sluice_source_limit source_window(uint8_t algorithm, uint64_t limit, uint64_t window_ns) {
-    auto compiled = compile_source_window({static_cast<Algorithm>(algorithm), limit, window_ns, Unit::packets,
-                                           kDefaultMaxFrameBytes},
-                                          "test");
+    auto compiled = compile_source_window(
+        {static_cast<Algorithm>(algorithm), limit, window_ns, Unit::packets, kDefaultMaxFrameBytes}, "test");
     EXPECT_TRUE(compiled.ok()) << (compiled.ok() ? "" : compiled.error().message);
     return compiled.ok() ? compiled.value() : sluice_source_limit{};
 }
@@ -57,8 +56,8 @@ void check_sources_against_models(uint8_t algorithm, uint64_t seed) {
         const sluice_decision d = sluice_decide(&l, 64, 0, now);
         ASSERT_NE(d.table, SLUICE_TABLE_EVICTED);
         ASSERT_EQ(d.verdict == SLUICE_VERDICT_PASS, models[source].decide(now, 1))
-            << algorithm_name(algorithm) << " seed " << seed << " step " << step << " source " << source
-            << " window " << window_ns << " limit " << limit;
+            << algorithm_name(algorithm) << " seed " << seed << " step " << step << " source " << source << " window "
+            << window_ns << " limit " << limit;
         if (d.verdict != SLUICE_VERDICT_PASS) {
             ASSERT_EQ(d.reason, SLUICE_REASON_SOURCE);
         }
@@ -112,8 +111,8 @@ void offer_one_source_from_every_thread(uint8_t algorithm) {
         ASSERT_LE(admitted_per_round[round], kLimit) << algorithm_name(algorithm) << " round " << round;
         short_rounds += admitted_per_round[round] < kLimit;
     }
-    std::cout << "[ threads  ] " << algorithm_name(algorithm) << " per source, " << threads << " threads x "
-              << kRounds << " rounds: " << short_rounds << " rounds under the limit\n";
+    std::cout << "[ threads  ] " << algorithm_name(algorithm) << " per source, " << threads << " threads x " << kRounds
+              << " rounds: " << short_rounds << " rounds under the limit\n";
     EXPECT_LE(short_rounds, static_cast<uint64_t>(kRounds / 20));
 }
 

@@ -19,7 +19,7 @@ namespace sluice::test {
 inline constexpr uint64_t kMs = 1'000'000;
 
 inline sluice_window_limit window_limit(uint8_t algorithm, uint64_t window_ns, uint64_t limit, uint8_t index_bits,
-                                 uint8_t count_bits) {
+                                        uint8_t count_bits) {
     sluice_window_limit l{};
     l.algorithm = algorithm;
     l.window_ns = window_ns;
