@@ -101,10 +101,26 @@ struct {
 #define SLUICE_SOURCE_CHARGE(src, look) (sluice_source_charge_call(CALL_OF(look)) > 0)
 
 /* A per-source window's step, in a global function too: inlined, its counts
- * would take stack in the frames of the calls above. Only those call it, so
- * the look is a call's own. */
+ * would take stack in its callers' frames. Within the calls above, the look
+ * is a call's own; the program's known source fills the scratch call first
+ * (no source call is under way then). */
 __noinline int sluice_source_window_call(struct sluice_source_call *call);
 #define SLUICE_SOURCE_WINDOW_STEP(src, look, cost, now) ((void)(cost), (void)(now), sluice_source_window_call(CALL_OF(look)) > 0)
+#define SLUICE_SOURCE_WINDOW_STEP_KNOWN(src, look_, cost_, now_)                                     \
+	({                                                                                          \
+		__u32 zero_ = 0;                                                                    \
+		struct sluice_source_call *call_ = bpf_map_lookup_elem(&sluice_source_scratch, &zero_); \
+		int ok_ = 0;                                                                        \
+		if (call_) {                                                                        \
+			call_->limit = *(src)->limit;                                               \
+			call_->look = *(look_);                                                     \
+			call_->cost = (cost_);                                                      \
+			call_->now = (now_);                                                        \
+			ok_ = sluice_source_window_call(call_) > 0;                                 \
+			(look_)->next = call_->look.next;                                           \
+		}                                                                                   \
+		ok_;                                                                                \
+	})
 
 /* A window aggregate is decided in a global function too, over a copy of
  * its limit in per-CPU scratch; it finds the class's state by class id,

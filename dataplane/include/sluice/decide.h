@@ -51,11 +51,15 @@
 #ifndef SLUICE_SOURCE_COMMIT
 #define SLUICE_SOURCE_COMMIT(src, cost, now, look, d) sluice_source_commit((src), (cost), (now), (look), (d))
 #endif
-/* How a per-source level of a window algorithm judges a look (below); the
- * BPF program calls a function of its own, whose stack frame is then not
+/* How a per-source level of a window algorithm judges a look (below), from
+ * the source calls (STEP) and from sluice_decide's known source (STEP_KNOWN);
+ * the BPF program calls a function of its own, whose stack frame is then not
  * part of every caller's. */
 #ifndef SLUICE_SOURCE_WINDOW_STEP
 #define SLUICE_SOURCE_WINDOW_STEP(src, look, cost, now) sluice_source_window_step((src)->limit, (look), (cost), (now))
+#endif
+#ifndef SLUICE_SOURCE_WINDOW_STEP_KNOWN
+#define SLUICE_SOURCE_WINDOW_STEP_KNOWN(src, look, cost, now) SLUICE_SOURCE_WINDOW_STEP(src, look, cost, now)
 #endif
 
 /* How a window level (the class aggregate, window.h) is decided and refunded
@@ -326,6 +330,19 @@ SLUICE_INLINE int sluice_source_window_step(const struct sluice_source_limit *li
 	return sluice_entry_window_step(&limit->window, field, now, cost, &look->next, 0);
 }
 
+/* sluice_source_check of an entry sluice_source_find_known found: only the
+ * algorithm judges it. */
+SLUICE_INLINE int sluice_source_check_known(const struct sluice_source_ref *src, struct sluice_source_look *look,
+					    __u64 cost, __u64 now, struct sluice_decision *d)
+{
+	if (!sluice_source_windowed(src->limit))
+		return sluice_source_check_gcra(src, look, cost, now, d);
+	if (SLUICE_SOURCE_WINDOW_STEP_KNOWN(src, look, cost, now))
+		return 1;
+	*d = sluice_drop(SLUICE_LEVEL_SOURCE);
+	return 0;
+}
+
 SLUICE_INLINE int sluice_source_check(const struct sluice_source_ref *src, struct sluice_source_look *look,
 				      __u64 cost, __u64 now, struct sluice_decision *d)
 {
@@ -423,12 +440,10 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 	glb_on = glb_on && glb_cost;
 
 	/* A known source is found and checked here; anything else (a new one,
-	 * an entry being created, a source counted in windows, whose step the
-	 * BPF program keeps out of this frame) takes the longer way. */
+	 * an entry being created) takes the longer way. */
 	if (src_on) {
-		verdict = !sluice_source_windowed(src->limit) && sluice_source_find_known(src, now, &look)
-				  ? sluice_source_check_gcra(src, &look, src_cost, now, &d)
-				  : SLUICE_SOURCE_SETTLE(src, src_cost, now, &look, &d);
+		verdict = sluice_source_find_known(src, now, &look) ? sluice_source_check_known(src, &look, src_cost, now, &d)
+								    : SLUICE_SOURCE_SETTLE(src, src_cost, now, &look, &d);
 		if (verdict < 0)
 			return sluice_contended();
 		if (verdict == 0)
