@@ -5,9 +5,9 @@
  * pointers; everything after that is here, once.
  *
  * Levels, in order: the source (GCRA, or a fixed or sliding window, in the
- * shared source table: source_table.h, window.h), the class's budget for new sources (only for sources
- * without an entry), the class aggregate and the global ceiling (token
- * buckets in split or lease mode, bucket.h).
+ * shared source table: source_table.h, window.h), the class's budget for
+ * new sources (only for sources without an entry), the class aggregate and
+ * the global ceiling (token buckets in split or lease mode, bucket.h).
  *
  * Composition is check-then-commit: every level is checked first (taking
  * leases as needed, which moves tokens but spends none), and the cost is
