@@ -54,7 +54,7 @@ Status valid_source_limit(const sluice_source_limit& limit, const std::string& n
     if (limit.current.unit > SLUICE_UNIT_TCP_SYN)
         return policy_error(name + ": per-source limit has an unknown unit " + std::to_string(limit.current.unit));
     // The counts live in the entry's time field: they must fit it.
-    if (w.index_bits != 64 || !sluice_entry_window_fits(&w))
+    if (!sluice_entry_window_fits(&w))
         return policy_error(name + ": per-source " + algorithm_name(w.algorithm) + " limit " + std::to_string(w.limit) +
                             " per " + std::to_string(w.window_ns) + " ns (count_bits " + std::to_string(w.count_bits) +
                             ", index_bits " + std::to_string(w.index_bits) +

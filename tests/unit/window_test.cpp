@@ -512,7 +512,7 @@ void check_entry_against_model(uint8_t algorithm, uint8_t count_bits, uint64_t s
     const uint64_t grain = 1ull << (sliding ? 2 * count_bits : count_bits);
     const uint64_t window_ns = std::vector<uint64_t>{2 * grain, kSecond, 7 * kSecond + 3}[rng() % 3];
     const uint64_t limit = 3 + rng() % 30;
-    const auto l = window_limit(algorithm, window_ns, limit, 0, count_bits);
+    const auto l = window_limit(algorithm, window_ns, limit, 64, count_bits);
     WindowModel model{window_ns, limit, sliding, {}, 0};
     const uint64_t tag = 0x1234ull << SLUICE_ENTRY_TAG_SHIFT;
     uint64_t field = 0;

@@ -265,7 +265,7 @@ struct sluice_source_limit {
 	__u8 _pad[5];
 	/* The algorithm. GCRA: `current` is the limit. A window algorithm: the
 	 * counts live in the entry's time field (window.h, "in a source-table
-	 * entry"); index_bits is unused, count_bits holds `limit`. */
+	 * entry"); index_bits is 64 (whole window numbers), count_bits holds `limit`. */
 	struct sluice_window_limit window;
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_source_limit) == 72, "sluice_source_limit layout");

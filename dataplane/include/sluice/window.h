@@ -260,7 +260,7 @@ SLUICE_INLINE int sluice_window_admit(const struct sluice_window_limit *l, __u64
  * reads the field as it reads a TAT (source_table.h): in debt while ahead
  * of now, by at most 2^C ns more than the counts need, and free after. So
  * the table's scan, eviction and survey work unchanged, as long as the limit
- * fits (sluice_entry_window_fits). Window numbers come back in full
+ * fits (sluice_entry_window_fits), whose window numbers are read in full
  * (index_bits 64). */
 
 SLUICE_INLINE __u32 sluice_entry_count_bits(const struct sluice_window_limit *l)
@@ -268,9 +268,10 @@ SLUICE_INLINE __u32 sluice_entry_count_bits(const struct sluice_window_limit *l)
 	return l->algorithm == SLUICE_ALGORITHM_SLIDING_WINDOW ? 2u * l->count_bits : l->count_bits;
 }
 
-/* Does a per-source window limit fit an entry? Its counts hold the limit
- * (limit < 2^count_bits), rounded window ends stay more than half a window
- * apart (window_ns >= 2^(C + 1)), and the entry is busy at most
+/* Does a per-source window limit fit an entry? Window numbers are whole
+ * (index_bits 64: the entry's time field holds no number), its counts hold
+ * the limit (limit < 2^count_bits), rounded window ends stay more than half a
+ * window apart (window_ns >= 2^(C + 1)), and the entry is busy at most
  * SLUICE_DEBT_MAX_NS ahead (a window, or two for sliding, plus the rounding).
  * The control plane compiles only such limits; the dataplane checks again. */
 SLUICE_INLINE int sluice_entry_window_fits(const struct sluice_window_limit *l)
@@ -280,7 +281,8 @@ SLUICE_INLINE int sluice_entry_window_fits(const struct sluice_window_limit *l)
 
 	if (l->algorithm != SLUICE_ALGORITHM_FIXED_WINDOW && l->algorithm != SLUICE_ALGORITHM_SLIDING_WINDOW)
 		return 0;
-	if (l->count_bits == 0 || l->count_bits > 32 || l->limit == 0 || (l->limit >> l->count_bits) != 0)
+	if (l->index_bits != 64 || l->count_bits == 0 || l->count_bits > 32 || l->limit == 0 ||
+	    (l->limit >> l->count_bits) != 0)
 		return 0;
 	bits = sluice_entry_count_bits(l);
 	if (bits > 40)
@@ -343,12 +345,10 @@ SLUICE_INLINE __u64 sluice_entry_window_field(const struct sluice_window_limit *
 SLUICE_INLINE int sluice_entry_window_step(const struct sluice_window_limit *l, __u64 field, __u64 now, __u64 cost,
 					   __u64 *next, struct sluice_quota *quota)
 {
-	struct sluice_window_limit full = *l;
 	struct sluice_window_count in, out;
 
-	full.index_bits = 64;
 	sluice_entry_window_counts(l, field, now, &in);
-	if (!sluice_window_step(&full, &in, now, cost, &out, quota))
+	if (!sluice_window_step(l, &in, now, cost, &out, quota))
 		return 0;
 	*next = sluice_entry_window_field(l, &out);
 	return 1;
