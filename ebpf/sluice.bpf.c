@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR Apache-2.0
 /*
  * Sluice's XDP program: parse -> classify (LPM) -> the source's entry ->
- * new-source budget -> class aggregate -> global ceiling -> PASS or DROP,
- * per packet, at the driver.
+ * new-source budget -> class aggregate -> global ceiling -> fleet credit ->
+ * PASS or DROP, per packet, at the driver.
  * Every decision is the shared core's (dataplane/include/sluice/); this file
  * only finds the state the core decides over.
  *
@@ -21,7 +21,8 @@
  * (sluice/source_table.h: GCRA, one compare-and-swap per admission, no lock);
  * the class's new-source budget, the class aggregate and the global ceiling
  * are per-CPU buckets with shared spin-locked ones behind them for lease
- * mode. Class state is keyed by class id and source state by (class id,
+ * mode; a fleet quota's credit is one shared line per class (fleet.h),
+ * granted by the daemon. Class state is keyed by class id and source state by (class id,
  * source prefix); the control plane keeps class ids stable per class name,
  * so a new policy version keeps every bucket.
  */
@@ -162,6 +163,12 @@ struct {
 	})
 #define SLUICE_WINDOW_LEVEL_DECIDE(ref, cost, now) WINDOW_CALL((ref), (cost), (now), 0)
 #define SLUICE_WINDOW_LEVEL_REFUND(ref, cost, now) ((void)WINDOW_CALL((ref), (cost), (now), 1))
+/* The fleet level in a global function too: verified once, its branches
+ * add no paths to the program's. */
+__noinline int sluice_fleet_call(struct sluice_fleet_credit *credit, __u64 unit, __u32 frame_len, __u32 tcp_syn,
+				 __u32 refund);
+#define SLUICE_FLEET_LEVEL(ref, frame_len, tcp_syn, refund) \
+	(sluice_fleet_call((ref)->credit, (ref)->unit, (frame_len), (tcp_syn), (refund)) > 0)
 #define SLUICE_SHARED_LOCK(shared) bpf_spin_lock(&(shared)->lock)
 #define SLUICE_SHARED_UNLOCK(shared) bpf_spin_unlock(&(shared)->lock)
 #include "sluice/decide.h"
@@ -275,6 +282,16 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sluice_shared_bucket);
 } sluice_cls_shr SEC(".maps");
+
+/* Fleet quotas' credit, by class id: the daemon's fleet leaser adds what
+ * Redis granted (mmapable: it writes without a syscall), CPUs take. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_MAX_CLASSES);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct sluice_fleet_credit);
+} sluice_fleet SEC(".maps");
 
 /* Global ceiling. */
 struct {
@@ -509,6 +526,12 @@ __noinline int sluice_window_level_call(struct sluice_window_call *call)
 	return ok;
 }
 
+__noinline int sluice_fleet_call(struct sluice_fleet_credit *credit, __u64 unit, __u32 frame_len, __u32 tcp_syn,
+				 __u32 refund)
+{
+	return sluice_fleet_level(credit, unit, frame_len, (__u8)tcp_syn, (int)refund);
+}
+
 /* Fill one level's refs; the limit says whether the level is active. Both
  * buckets are found whatever the limit (two inlined array lookups): refs
  * that are always map values, never NULL for some levels and not others,
@@ -594,6 +617,8 @@ int sluice_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	levels.aggregate.window = &cls->aggregate_window;
+	levels.fleet.credit = cls->fleet ? bpf_map_lookup_elem(&sluice_fleet, &class_id) : NULL;
+	levels.fleet.unit = cls->fleet_unit;
 
 	d = sluice_decide_counted(NULL, &levels, pkt->frame_len, pkt->tcp_syn, now);
 	return account(class_id, sluice_shadowed(cls, d), pkt->frame_len, key);

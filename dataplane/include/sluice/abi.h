@@ -26,9 +26,22 @@
 
 #define SLUICE_INLINE static inline __attribute__((always_inline))
 
+/* Shared 64-bit words that CPUs read and write without a lock. Clang's BPF
+ * backend has no __atomic loads; an aligned 64-bit access is single-copy
+ * atomic there, and BPF's atomic instructions are fully ordered. */
+#ifdef __bpf__
+#define SLUICE_LOAD64(ptr) (*(volatile const __u64 *)(ptr))
+#define SLUICE_STORE64(ptr, value) (*(volatile __u64 *)(ptr) = (value))
+#define SLUICE_FULL_FENCE() ((void)0) /* BPF atomics are fully ordered */
+#else
+#define SLUICE_LOAD64(ptr) __atomic_load_n((ptr), __ATOMIC_RELAXED)
+#define SLUICE_STORE64(ptr, value) __atomic_store_n((ptr), (value), __ATOMIC_RELAXED)
+#define SLUICE_FULL_FENCE() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#endif
+
 /* Bumped on any change to a struct below: a daemon refuses pinned maps whose
  * ABI version differs instead of reinterpreting them. */
-#define SLUICE_ABI_VERSION 5
+#define SLUICE_ABI_VERSION 6
 
 /* ---- units and limits ------------------------------------------------------
  * Tokens are kept in nano-units: one packet (or one byte) is 10^9 nano-units,
@@ -69,7 +82,8 @@ SLUICE_STATIC_ASSERT(SLUICE_BURST_MAX * SLUICE_NANO <= (0xffffffffffffffffULL - 
 	X(DEADLINE, "deadline",                                                \
 	  "queueing delay would pass the class's max_delay_ms")                \
 	X(NEW_SOURCE, "new_source",                                            \
-	  "the class's budget for sources without state was empty")
+	  "the class's budget for sources without state was empty")             \
+	X(FLEET, "fleet", "the class's fleet quota: no credit leased for this node")
 
 enum sluice_verdict {
 #define SLUICE_X(id, label, help) SLUICE_VERDICT_##id,
@@ -85,14 +99,16 @@ enum sluice_reason {
 	SLUICE_REASON_COUNT
 };
 
-/* The levels a limited packet passes, in the order they are checked. NEW_SOURCE
- * applies only to packets whose source has no entry in the source table. */
+/* The levels a limited packet passes, in the order they are checked.
+ * NEW_SOURCE applies only to packets whose source has no entry in the source
+ * table. */
 enum sluice_level {
 	SLUICE_LEVEL_SOURCE = 0,
 	SLUICE_LEVEL_NEW_SOURCE = 1,
 	SLUICE_LEVEL_CLASS = 2,
 	SLUICE_LEVEL_GLOBAL = 3,
-	SLUICE_LEVEL_COUNT = 4,
+	SLUICE_LEVEL_FLEET = 4,
+	SLUICE_LEVEL_COUNT = 5,
 	SLUICE_LEVEL_NONE = 0xff, /* no level refused */
 };
 
@@ -302,6 +318,21 @@ SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_shared_bucket, window) == 
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_shared_bucket, tokens_nano) == 8,
                      "sluice_shared_bucket.tokens_nano offset");
 
+/* A fleet quota's credit on one dataplane, by class id: the units this node
+ * may still admit for the class, leased from the fleet's bucket in Redis by
+ * the control plane (control/fleet/). Both counts only grow (but for the
+ * take-back of a lost race, fleet.h) and are compared by their difference,
+ * so neither side ever writes the other's: the control plane adds to
+ * `granted`, the dataplane's CPUs add to `taken`. One cache line, so two
+ * classes' credits never share one. */
+struct sluice_fleet_credit {
+	__u64 granted; /* units granted, in total; written by the control plane only */
+	__u64 taken;   /* units admitted, in total; atomic adds by every CPU */
+	__u64 _pad[6];
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_fleet_credit) == 64, "sluice_fleet_credit layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_fleet_credit, taken) == 8, "sluice_fleet_credit.taken offset");
+
 /* ---- keys ------------------------------------------------------------------ */
 #define SLUICE_FAMILY_IPV4 4
 #define SLUICE_FAMILY_IPV6 6
@@ -446,9 +477,15 @@ struct sluice_class_entry {
 	/* 1: the class decides and counts as if enforcing, but passes what it
 	 * would drop (verdict WOULD_DROP): a limit tried before it is trusted. */
 	__u8 shadow;
-	__u8 _pad[7];
+	/* 1: the class is also held to a fleet quota: a packet spends the
+	 * credit its node leased (struct sluice_fleet_credit, by class id). */
+	__u8 fleet;
+	__u8 fleet_unit; /* enum sluice_unit of the fleet quota */
+	__u8 _pad[5];
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 288, "sluice_class_entry layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, fleet) == 281,
+                     "sluice_class_entry.fleet offset");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, new_sources) == 72,
                      "sluice_class_entry.new_sources offset");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, class_id) == 232,

@@ -6,8 +6,10 @@
  *
  * Levels, in order: the source (GCRA, or a fixed or sliding window, in the
  * shared source table: source_table.h, window.h), the class's budget for
- * new sources (only for sources without an entry), the class aggregate and
- * the global ceiling (token buckets in split or lease mode, bucket.h).
+ * new sources (only for sources without an entry), the class aggregate
+ * (token buckets in split or lease mode, bucket.h, or a window, window.h),
+ * the global ceiling (a token bucket) and the class's fleet quota (credit
+ * leased from Redis, fleet.h).
  *
  * Composition is check-then-commit: every level is checked first (taking
  * leases as needed, which moves tokens but spends none), and the cost is
@@ -16,9 +18,9 @@
  * refused it. The source is charged first, by a compare-and-swap that fails
  * if another CPU charged it since the check: the source is then checked
  * again, and if it now refuses, the levels above have spent nothing. A class
- * aggregate that counts in windows (window.h) is the exception: its check
- * admits for real under its lock, and a refusal after it takes the units
- * back, so it too ends up having spent nothing.
+ * aggregate that counts in windows (window.h) and the fleet credit are the
+ * exceptions: their checks take for real, and a refusal after them gives the
+ * units back, so they too end up having spent nothing.
  *
  * Lease mode takes the shared bucket's lock; the backend says how by defining
  * SLUICE_SHARED_LOCK(shared) and SLUICE_SHARED_UNLOCK(shared) before including
@@ -31,6 +33,7 @@
 
 #include "abi.h"
 #include "bucket.h"
+#include "fleet.h"
 #include "parse.h"
 #include "source_table.h"
 #include "window.h"
@@ -62,6 +65,14 @@
 #define SLUICE_SOURCE_WINDOW_STEP_KNOWN(src, look, cost, now) SLUICE_SOURCE_WINDOW_STEP(src, look, cost, now)
 #endif
 
+/* How the fleet level takes (refund 0) or gives back (refund 1) what a frame
+ * costs there (below); the BPF program routes it through a function of its
+ * own, so its branches are verified once rather than on every path. */
+#ifndef SLUICE_FLEET_LEVEL
+#define SLUICE_FLEET_LEVEL(ref, frame_len, tcp_syn, refund) \
+	sluice_fleet_level((ref)->credit, (ref)->unit, (frame_len), (tcp_syn), (refund))
+#endif
+
 /* How a window level (the class aggregate, window.h) is decided and refunded
  * under its lock; the BPF program routes these through a function of its own. */
 #ifndef SLUICE_WINDOW_LEVEL_DECIDE
@@ -85,12 +96,19 @@ struct sluice_level_ref {
 	                                           * GCRA: the level is the token bucket `limit` */
 };
 
+/* A class's fleet quota for the packet being decided. */
+struct sluice_fleet_ref {
+	struct sluice_fleet_credit *credit; /* NULL: the class has no fleet quota */
+	__u64 unit;                         /* enum sluice_unit */
+};
+
 /* Every level of one packet. */
 struct sluice_levels {
 	struct sluice_source_ref source;
 	struct sluice_level_ref new_sources;
 	struct sluice_level_ref aggregate;
 	struct sluice_level_ref global;
+	struct sluice_fleet_ref fleet;
 };
 
 /* What a decision did to the source table, for the backend's stats. */
@@ -129,6 +147,8 @@ SLUICE_INLINE __u8 sluice_level_reason(__u32 level)
 		return SLUICE_REASON_NEW_SOURCE;
 	case SLUICE_LEVEL_CLASS:
 		return SLUICE_REASON_CLASS;
+	case SLUICE_LEVEL_FLEET:
+		return SLUICE_REASON_FLEET;
 	default:
 		return SLUICE_REASON_GLOBAL;
 	}
@@ -399,6 +419,36 @@ SLUICE_INLINE int sluice_source_commit(const struct sluice_source_ref *src, __u6
 	return verdict == 1 && SLUICE_SOURCE_CHARGE(src, look) ? 1 : -1;
 }
 
+/* The fleet level: take what the frame costs at a class's fleet quota from
+ * its credit (refund 0), or give it back (refund 1). 1 admits, and so does a
+ * class without a fleet quota or a frame that costs nothing there. */
+SLUICE_INLINE int sluice_fleet_level(struct sluice_fleet_credit *credit, __u64 unit, __u32 frame_len, __u8 tcp_syn,
+				     int refund)
+{
+	__u64 cost;
+
+	if (!credit)
+		return 1;
+	cost = sluice_frame_units((__u8)unit, frame_len, tcp_syn);
+	if (!cost)
+		return 1;
+	if (!refund)
+		return sluice_fleet_take(credit, cost);
+	sluice_fleet_refund(credit, cost);
+	return 1;
+}
+
+/* A level after the class aggregate (and the fleet, when `fleet_taken`)
+ * refused: give back what their checks took. */
+SLUICE_INLINE void sluice_give_back(const struct sluice_levels *l, int cls_on, __u64 cls_cost, int fleet_taken,
+				    __u32 frame_len, __u8 tcp_syn, __u64 now)
+{
+	if (cls_on && sluice_level_windowed(&l->aggregate))
+		SLUICE_WINDOW_LEVEL_REFUND(&l->aggregate, cls_cost, now);
+	if (fleet_taken)
+		(void)SLUICE_FLEET_LEVEL(&l->fleet, frame_len, tcp_syn, 1);
+}
+
 SLUICE_INLINE struct sluice_decision sluice_contended(void)
 {
 	struct sluice_decision d = sluice_drop(SLUICE_LEVEL_SOURCE);
@@ -465,13 +515,20 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 	if (cls_on && !sluice_level_check(&l->aggregate, cls_cost, now))
 		return sluice_drop(SLUICE_LEVEL_CLASS);
 	if (glb_on && !sluice_level_check(&l->global, glb_cost, now)) {
-		if (cls_on && sluice_level_windowed(&l->aggregate))
-			SLUICE_WINDOW_LEVEL_REFUND(&l->aggregate, cls_cost, now);
+		sluice_give_back(l, cls_on, cls_cost, 0, frame_len, tcp_syn, now);
 		return sluice_drop(SLUICE_LEVEL_GLOBAL);
+	}
+	/* The fleet's credit last: what the node's own limits refuse never
+	 * takes it (a node keeps its ceilings whatever it was granted), and
+	 * under overload no packet takes and gives back. */
+	if (!SLUICE_FLEET_LEVEL(&l->fleet, frame_len, tcp_syn, 0)) {
+		sluice_give_back(l, cls_on, cls_cost, 0, frame_len, tcp_syn, now);
+		return sluice_drop(SLUICE_LEVEL_FLEET);
 	}
 
 	/* The source next: the bucket levels have spent nothing yet if it
-	 * now refuses, and a window aggregate takes its units back. A known
+	 * now refuses, and a window aggregate and the fleet credit take their
+	 * units back. A known
 	 * source is one compare-and-swap; if another CPU charged it first, it
 	 * is looked at and checked again. */
 	if (src_on && !sluice_source_untracked(src, &look) &&
@@ -482,8 +539,7 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 		if (verdict == 1)
 			verdict = SLUICE_SOURCE_COMMIT(src, src_cost, now, &look, &d);
 		if (verdict <= 0) {
-			if (cls_on && sluice_level_windowed(&l->aggregate))
-				SLUICE_WINDOW_LEVEL_REFUND(&l->aggregate, cls_cost, now);
+			sluice_give_back(l, cls_on, cls_cost, 1, frame_len, tcp_syn, now);
 			return verdict < 0 ? sluice_contended() : d;
 		}
 	}

@@ -79,15 +79,6 @@
 #ifndef SLUICE_CAS64
 #define SLUICE_CAS64(ptr, old, new) __sync_val_compare_and_swap((ptr), (old), (new))
 #endif
-#ifdef __bpf__
-#define SLUICE_LOAD64(ptr) (*(volatile const __u64 *)(ptr))
-#define SLUICE_STORE64(ptr, value) (*(volatile __u64 *)(ptr) = (value))
-#define SLUICE_FULL_FENCE() ((void)0) /* BPF atomics are fully ordered */
-#else
-#define SLUICE_LOAD64(ptr) __atomic_load_n((ptr), __ATOMIC_RELAXED)
-#define SLUICE_STORE64(ptr, value) __atomic_store_n((ptr), (value), __ATOMIC_RELAXED)
-#define SLUICE_FULL_FENCE() __atomic_thread_fence(__ATOMIC_SEQ_CST)
-#endif
 
 /* A free entry unused this long is emptied when a scan meets it. */
 #define SLUICE_STALE_NS (1ULL << 43)
