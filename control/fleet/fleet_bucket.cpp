@@ -119,8 +119,8 @@ Result<FleetExchange> FleetBucketScript::exchange(RedisClient& client, const std
         auto loaded = client.command_at(node, {"SCRIPT", "LOAD", std::string(kScript)});
         if (!loaded) return loaded.error();
         if (loaded.value().str != sha1_)
-            return Error{"redis " + format_redis_endpoint(node) + ": SCRIPT LOAD returned sha " +
-                             loaded.value().str + ", expected " + sha1_,
+            return Error{"redis " + format_redis_endpoint(node) + ": SCRIPT LOAD returned sha " + loaded.value().str +
+                             ", expected " + sha1_,
                          {},
                          ErrorCode::internal};
         reply = client.command(argv, key);
@@ -128,9 +128,9 @@ Result<FleetExchange> FleetBucketScript::exchange(RedisClient& client, const std
     if (!reply) return reply.error();
 
     const RedisReply& r = reply.value();
-    if (r.type != RedisReplyType::array || r.elements.size() != 3 ||
-        r.elements[0].type != RedisReplyType::integer || r.elements[1].type != RedisReplyType::integer ||
-        r.elements[2].type != RedisReplyType::integer || r.elements[0].integer < 0 || r.elements[2].integer < 0)
+    if (r.type != RedisReplyType::array || r.elements.size() != 3 || r.elements[0].type != RedisReplyType::integer ||
+        r.elements[1].type != RedisReplyType::integer || r.elements[2].type != RedisReplyType::integer ||
+        r.elements[0].integer < 0 || r.elements[2].integer < 0)
         return Error{"redis " + format_redis_endpoint(client.last_node()) +
                          ": the fleet bucket script returned an unexpected reply",
                      {},

@@ -241,9 +241,8 @@ struct RedisClient::State {
         for (const auto& range : reply.elements) {
             if (range.type != RedisReplyType::array || range.elements.size() < 3 ||
                 range.elements[0].type != RedisReplyType::integer ||
-                range.elements[1].type != RedisReplyType::integer ||
-                range.elements[2].type != RedisReplyType::array || range.elements[2].elements.size() < 2 ||
-                range.elements[2].elements[1].type != RedisReplyType::integer)
+                range.elements[1].type != RedisReplyType::integer || range.elements[2].type != RedisReplyType::array ||
+                range.elements[2].elements.size() < 2 || range.elements[2].elements[1].type != RedisReplyType::integer)
                 return redis_error(from, "CLUSTER SLOTS: unexpected reply shape", ErrorCode::internal);
             const auto& master = range.elements[2].elements;
             // An empty host means "the address you reached me at".
@@ -349,8 +348,8 @@ struct RedisClient::State {
             if (!to) return redis_error(target, "unreadable redirection: " + reply.str, ErrorCode::internal);
             if (redirections == kMaxRedirections)
                 return redis_error(target,
-                                   "more than " + std::to_string(kMaxRedirections) +
-                                       " redirections for slot " + std::to_string(slot) + "; last: " + reply.str,
+                                   "more than " + std::to_string(kMaxRedirections) + " redirections for slot " +
+                                       std::to_string(slot) + "; last: " + reply.str,
                                    ErrorCode::internal);
             if (moved) {
                 ++stats.moved;

@@ -68,9 +68,9 @@ uint16_t redis_key_slot(std::string_view key);
 uint16_t redis_crc16(std::string_view bytes);
 
 struct RedisClientStats {
-    uint64_t connects = 0;           // connections opened (and authenticated)
-    uint64_t moved = 0;              // MOVED redirections followed
-    uint64_t asks = 0;               // ASK redirections followed
+    uint64_t connects = 0;            // connections opened (and authenticated)
+    uint64_t moved = 0;               // MOVED redirections followed
+    uint64_t asks = 0;                // ASK redirections followed
     uint64_t slot_map_refreshes = 0;  // CLUSTER SLOTS loaded
 };
 
