@@ -74,7 +74,9 @@ struct RedisClientStats {
     uint64_t slot_map_refreshes = 0;  // CLUSTER SLOTS loaded
 };
 
-// Movable, not thread-safe: one per thread.
+// Movable (a moved-from client may only be assigned to or destroyed), not
+// thread-safe: one per thread. Connect timeouts bound the TCP connect, not
+// name resolution: give addresses where that matters.
 class RedisClient {
   public:
     static constexpr int kMaxRedirections = 5;

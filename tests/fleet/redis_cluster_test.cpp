@@ -137,6 +137,11 @@ TEST_F(RedisClusterTest, FollowsAskWhileASlotMigrates) {
     EXPECT_EQ(one.value().str, "one");
     EXPECT_EQ(client.stats().asks, 1u);
     EXPECT_EQ(client.last_node(), target.endpoint());
+    // Keys on both sides of a migration: Redis says TRYAGAIN, the client passes it on.
+    auto both = client.command({"MGET", k1, k2}, k1);
+    ASSERT_FALSE(both);
+    EXPECT_EQ(both.error().code, ErrorCode::internal);
+    EXPECT_EQ(client.last_error_code(), "TRYAGAIN") << both.error().message;
     // k2 is still at the source, and the map still says so.
     auto two = client.command({"GET", k2}, k2);
     ASSERT_TRUE(two) << two.error().message;
@@ -191,6 +196,13 @@ TEST_F(RedisClusterTest, ErrorRepliesComeBackAsInternalErrors) {
     auto cross = client.command({"MGET", "{a}", "{b}"}, "{a}");
     ASSERT_FALSE(cross);
     EXPECT_EQ(client.last_error_code(), "CROSSSLOT");
+    // command_at does not follow redirections: a non-owner's MOVED is the answer.
+    const std::string key = "{at}";
+    const size_t other = (owner_of(key) + 1) % cluster_->size();
+    auto moved = client.command_at(cluster_->node(other).endpoint(), {"GET", key});
+    ASSERT_FALSE(moved);
+    EXPECT_EQ(client.last_error_code(), "MOVED");
+    EXPECT_EQ(client.stats().moved, 0u);
 }
 
 TEST_F(RedisClusterTest, BucketScriptRunsOnEveryNodeAndSurvivesScriptFlush) {
