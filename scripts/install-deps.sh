@@ -20,6 +20,9 @@ packages=(
   # sluice-bench veth: the nftables and iptables (hashlimit) receivers it compares against, ethtool
   # (GRO gives their veth the NAPI that redirected frames need), and the plot
   nftables iptables ethtool gnuplot-nox
+  # fleet quotas (control/fleet/): hiredis; the fleet-redis tests start redis-server and build
+  # their cluster with redis-cli
+  libhiredis-dev redis-server redis-tools
   # sluice-dpdk and sluice-bench dpdk: DPDK's headers and libraries; it depends on every PMD plugin,
   # among them net_null, net_ring and net_pcap (librte-net-{null,ring,pcap}23) that the tests use
   libdpdk-dev
