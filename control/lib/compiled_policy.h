@@ -22,10 +22,29 @@ struct PolicyPrefix {
     uint32_t class_id = 0;
 };
 
+// A class's fleet quota (its `fleet` table): one limit shared by every node
+// that runs the class, held in Redis (control/fleet/). The dataplane only
+// sees the class entry's `fleet` and `fleet_unit`, and spends the credit
+// its node leased.
+struct FleetQuota {
+    uint32_t class_id = 0;
+    std::string class_name;
+    uint64_t rate_per_s = 0;  // units per second, across the fleet
+    uint64_t burst = 0;       // units
+    uint8_t unit = SLUICE_UNIT_PACKETS;
+    bool fail_open = false;            // on_unavailable = "open"; "closed" otherwise
+    uint64_t fallback_rate_per_s = 0;  // open only: this node's share while Redis cannot be reached
+    // Hex SHA-256 prefix of what the shared bucket means (rate, burst,
+    // unit): part of its Redis key, so nodes that disagree on the quota
+    // never share, or fight over, one bucket.
+    std::string definition_hash;
+};
+
 struct CompiledPolicy {
     sluice_policy_header header{};
     std::vector<sluice_class_entry> classes;
     std::vector<PolicyPrefix> prefixes;
+    std::vector<FleetQuota> fleet;  // by class id, for the classes with a fleet quota
 
     // The class entry with this id, or nullptr.
     const sluice_class_entry* find_class(uint32_t class_id) const;
