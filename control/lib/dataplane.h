@@ -17,6 +17,7 @@
 #include "compiled_policy.h"
 #include "result.h"
 #include "sluice/abi.h"
+#include "sluice/fleet.h"
 #include "sluice/source_table.h"
 
 namespace sluice {
@@ -95,6 +96,10 @@ class EnforcementPoint : public Dataplane {
     // Class aggregates and per-source levels whose counts an apply started
     // from fresh state (carry_previous_limits), since this dataplane was opened.
     virtual uint64_t window_restarts() const = 0;
+    // The credit of fleet quotas, one cell per class id (SLUICE_MAX_CLASSES),
+    // shared with the packet path, which spends it (sluice/fleet.h); the
+    // fleet leaser grants into it. Valid for this dataplane's lifetime.
+    virtual sluice_fleet_credit* fleet_credits() = 0;
 };
 
 }  // namespace sluice

@@ -118,7 +118,14 @@ Status XdpDataplane::load(const XdpOptions& options) {
         return syscall_error(SyscallOp::load, "loading ebpf/sluice.bpf.c into the kernel (the verifier's log is above)",
                              error_code(err));
     if (auto status = adopt_or_stamp_meta(); !status) return status;
-    if (auto status = map_source_table(); !status) return status;
+    if (auto status = map_shared(skel_->maps.sluice_sources, uint64_t{source_sets_} * sizeof(sluice_source_set),
+                                 "the source table", sources_);
+        !status)
+        return status;
+    if (auto status = map_shared(skel_->maps.sluice_fleet, sizeof(sluice_fleet_credit) * SLUICE_MAX_CLASSES,
+                                 "the fleet credit", fleet_);
+        !status)
+        return status;
 
     events_.reset(
         ring_buffer__new(bpf_map__fd(skel_->maps.sluice_events), &XdpDataplane::on_ring_event, this, nullptr));
@@ -227,14 +234,13 @@ Status XdpDataplane::adopt_or_stamp_meta() {
     return ok_status();
 }
 
-Status XdpDataplane::map_source_table() {
+Status XdpDataplane::map_shared(bpf_map* map, size_t bytes, const char* what, Mapping& mapping) {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t length = (uint64_t{source_sets_} * sizeof(sluice_source_set) + page - 1) / page * page;
-    void* address =
-        mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(skel_->maps.sluice_sources), 0);
-    if (address == MAP_FAILED) return syscall_error(SyscallOp::load, "mapping the source table", errno);
-    sources_.address = address;
-    sources_.length = length;
+    const size_t length = (bytes + page - 1) / page * page;
+    void* address = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
+    if (address == MAP_FAILED) return syscall_error(SyscallOp::load, std::string("mapping ") + what, errno);
+    mapping.address = address;
+    mapping.length = length;
     return ok_status();
 }
 

@@ -27,6 +27,7 @@
 
 struct sluice_bpf;  // the bpftool skeleton (build/ebpf/sluice.skel.h)
 struct ring_buffer;
+struct bpf_map;
 
 namespace sluice {
 
@@ -78,6 +79,8 @@ class XdpDataplane : public EnforcementPoint {
     bool decision_cost_enabled() const override { return run_time_stats_; }
     std::string kind() const override { return "xdp"; }
     uint64_t window_restarts() const override { return window_restarts_.load(std::memory_order_relaxed); }
+    // The sluice_fleet map, mapped into this process.
+    sluice_fleet_credit* fleet_credits() override { return static_cast<sluice_fleet_credit*>(fleet_.address); }
 
     Status attach(int ifindex, XdpMode mode);
     Status detach(int ifindex);
@@ -104,7 +107,6 @@ class XdpDataplane : public EnforcementPoint {
     Error abi_mismatch(uint32_t pinned_version) const;
     Status check_pinned_maps();
     Status adopt_or_stamp_meta();
-    Status map_source_table();
     Status adopt_pinned_links();
     Status wait_for_readers();
     Status write_slot(uint32_t slot, const CompiledPolicy& policy);
@@ -124,7 +126,7 @@ class XdpDataplane : public EnforcementPoint {
     struct RingBufferDeleter {
         void operator()(struct ::ring_buffer* rb) const;
     };
-    // The source table, mapped shared with the kernel.
+    // A map's memory, mapped shared with the kernel.
     struct Mapping {
         void* address = nullptr;
         size_t length = 0;
@@ -133,6 +135,8 @@ class XdpDataplane : public EnforcementPoint {
         Mapping& operator=(const Mapping&) = delete;
         ~Mapping();
     };
+    // Maps `bytes` of the BPF_F_MMAPABLE `map` shared with the kernel.
+    Status map_shared(struct ::bpf_map* map, size_t bytes, const char* what, Mapping& mapping);
 
     std::unique_ptr<struct ::sluice_bpf, SkeletonDeleter> skel_;
     std::unique_ptr<struct ::ring_buffer, RingBufferDeleter> events_;
@@ -146,7 +150,8 @@ class XdpDataplane : public EnforcementPoint {
     sluice_hash_key hash_key_{};
     bool adopted_meta_ = false;  // hash_key_ came from pinned maps
     bool test_clock_ = false;
-    Mapping sources_;
+    Mapping sources_;  // the source table
+    Mapping fleet_;    // fleet quotas' credit, by class id
     bool run_time_stats_ = false;
     const std::function<void(const sluice_drop_event&)>* event_sink_ = nullptr;  // during drain_events
     std::mutex apply_mutex_;

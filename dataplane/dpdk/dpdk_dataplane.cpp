@@ -79,7 +79,9 @@ Status DpdkDataplane::allocate(const DpdkOptions& options) {
         "sluice_shared_new_sources", sizeof(sluice_shared_bucket) * SLUICE_MAX_CLASSES, RTE_CACHE_LINE_SIZE, socket));
     shared_->global = static_cast<sluice_shared_bucket*>(
         rte_zmalloc_socket("sluice_shared_global", sizeof(sluice_shared_bucket), RTE_CACHE_LINE_SIZE, socket));
-    if (!shared_->sets || !shared_->classes || !shared_->new_sources || !shared_->global)
+    shared_->fleet = static_cast<sluice_fleet_credit*>(rte_zmalloc_socket(
+        "sluice_fleet", sizeof(sluice_fleet_credit) * SLUICE_MAX_CLASSES, RTE_CACHE_LINE_SIZE, socket));
+    if (!shared_->sets || !shared_->classes || !shared_->new_sources || !shared_->global || !shared_->fleet)
         return Error{"out of DPDK memory for the source table (" +
                      std::to_string(uint64_t{shared_->set_count} * SLUICE_SET_WAYS) +
                      " entries) and shared buckets: raise the EAL's -m"};
@@ -108,6 +110,8 @@ Status DpdkDataplane::allocate(const DpdkOptions& options) {
     return ok_status();
 }
 
+sluice_fleet_credit* DpdkDataplane::fleet_credits() { return shared_->fleet; }
+
 DpdkDataplane::~DpdkDataplane() {
     for (WorkerState* state : states_) {
         for (ShapeQueue& q : state->queues) {
@@ -128,6 +132,7 @@ DpdkDataplane::~DpdkDataplane() {
         rte_free(shared_->classes);
         rte_free(shared_->new_sources);
         rte_free(shared_->global);
+        rte_free(shared_->fleet);
     }
     rte_free(qsbr_);
 }

@@ -112,6 +112,7 @@ class DpdkDataplane final : public EnforcementPoint {
     bool decision_cost_enabled() const override { return true; }
     std::string kind() const override { return "dpdk"; }
     uint64_t window_restarts() const override { return window_restarts_.load(std::memory_order_relaxed); }
+    sluice_fleet_credit* fleet_credits() override;
 
     uint32_t worker_count() const { return static_cast<uint32_t>(workers_.size()); }
     Worker& worker(uint32_t index) { return workers_.at(index); }

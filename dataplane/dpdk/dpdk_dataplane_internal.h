@@ -100,6 +100,7 @@ struct DpdkDataplane::Shared {
     sluice_shared_bucket* classes = nullptr;      // [SLUICE_MAX_CLASSES]
     sluice_shared_bucket* new_sources = nullptr;  // [SLUICE_MAX_CLASSES]
     sluice_shared_bucket* global = nullptr;       // [1]
+    sluice_fleet_credit* fleet = nullptr;         // [SLUICE_MAX_CLASSES]: credit leased for fleet quotas
 };
 
 }  // namespace sluice

@@ -103,6 +103,7 @@ class WorkerPath {
         const uint32_t id = sluice_class_slot(cls.class_id);
         levels->aggregate = {&cls.aggregate, &state->class_buckets[id], &shared->classes[id], &cls.aggregate_window};
         levels->global = {&slot.header.global, &state->global_bucket, shared->global, nullptr};
+        levels->fleet = {cls.fleet ? &shared->fleet[id] : nullptr, cls.fleet_unit};
     }
 
     static sluice_decision decide(BurstContext& ctx, const sluice_levels& levels, uint32_t frame_len, uint8_t tcp_syn) {
@@ -170,6 +171,7 @@ class WorkerPath {
         sluice_levels lower = levels;
         lower.aggregate = sluice_level_ref{};
         lower.global = sluice_level_ref{};
+        lower.fleet = sluice_fleet_ref{};
         const sluice_decision paid = decide(ctx, lower, frame_len, tcp_syn);
         if (paid.verdict != SLUICE_VERDICT_PASS) {
             finish(ctx, m, cls.class_id, paid, frame_len, &key);

@@ -51,6 +51,7 @@ class FakePoint : public EnforcementPoint {
         std::lock_guard lock(mutex_);
         return stats_;
     }
+    sluice_fleet_credit* fleet_credits() override { return fleet_; }
     Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event) override {
         std::vector<sluice_drop_event> events;
         {
@@ -83,6 +84,7 @@ class FakePoint : public EnforcementPoint {
 
   private:
     mutable std::mutex mutex_;
+    sluice_fleet_credit fleet_[SLUICE_MAX_CLASSES]{};
     std::vector<CompiledPolicy> applied_;
     std::vector<sluice_counter> counters_ = std::vector<sluice_counter>(SLUICE_COUNTER_SLOTS);
     std::array<uint64_t, SLUICE_STAT_COUNT> stats_{};
