@@ -37,10 +37,12 @@
 //   - Redis unavailable, fail closed: nodes spend only the credit they held
 //     when Redis became unreachable (granted by Redis, so inside the bound)
 //     and get no new credit until Redis answers again.
-//   - Redis unavailable, fail open: each node also admits up to its
-//     fallback_rate: over an interval T in fallback a node adds at most
-//     fallback_rate T + 2 fallback_rate P local credit (the cell never holds
-//     more than 2 fallback_rate P of it), per node, on top of the above.
+//   - Redis unavailable, fail open: the node keeps what it held (Redis
+//     counted it as granted) and adds local credit at fallback_rate, by the
+//     time elapsed since its last top-up (fallback_rate P at the transition),
+//     never filling the cell above 2 fallback_rate P. So over an interval T in
+//     fallback a node admits at most fallback_rate (T + P) of local credit
+//     plus what it held when it entered fallback, on top of the above.
 //   - Redis restarted empty: a missing key reads as a full bucket, and the
 //     script caps returns at burst, so the credit held from before the
 //     restart adds at most one extra burst.
@@ -69,6 +71,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "compiled_policy.h"
@@ -135,6 +138,8 @@ class FleetLeaser {
     void start();  // the lease thread: run_once() every P/2 .. P
     void stop();   // joins it; idempotent
     // One lease round over every account (tests call it without start()).
+    // After an exchange fails as `unreachable`, the remaining accounts of the
+    // round count a failure with that error without calling Redis.
     void run_once();
     std::vector<FleetClassStatus> status() const;
 
