@@ -20,6 +20,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -228,14 +230,14 @@ class FleetE2E : public SluiceE2E {
 
     // ---- status and metrics ------------------------------------------------------------
 
-    // The tenant quota's entry in node i's `status --json`, or null.
+    // The tenant quota's entry in node i's `status --json` ({} when missing).
     json quota(size_t i) {
         const auto s = node(i).status();
-        if (!s) return nullptr;
+        if (!s) return json::object();
         const json fleet = s->value("fleet", json::object());
         for (const auto& q : fleet.value("quotas", json::array()))
             if (q.value("class", "") == kClass && q.value("interface", "") == "sl0") return q;
-        return nullptr;
+        return json::object();
     }
 
     bool wait_state(size_t i, const std::string& state, std::chrono::milliseconds timeout) {
@@ -243,7 +245,7 @@ class FleetE2E : public SluiceE2E {
         json last;
         while (std::chrono::steady_clock::now() < deadline) {
             last = quota(i);
-            if (last.is_object() && last.value("state", "") == state) return true;
+            if (last.value("state", "") == state) return true;
             std::this_thread::sleep_for(50ms);
         }
         ADD_FAILURE() << "node " << i << " not in state " << state << " after " << timeout.count()
@@ -251,9 +253,13 @@ class FleetE2E : public SluiceE2E {
         return false;
     }
 
-    uint64_t quota_number(size_t i, const std::string& field) {
-        const json q = quota(i);
-        return q.is_object() ? q.value(field, uint64_t{0}) : 0;
+    // Node i leases now and goes on exchanging with Redis.
+    void expect_still_leasing(size_t i) {
+        const json before = quota(i);
+        EXPECT_EQ(before.value("state", ""), "leasing") << "node " << i;
+        std::this_thread::sleep_for(500ms);
+        EXPECT_GT(quota(i).value("exchanges", uint64_t{0}), before.value("exchanges", uint64_t{0}))
+            << "node " << i << " stopped exchanging";
     }
 
     std::string scrape(size_t i) {
@@ -272,6 +278,17 @@ class FleetE2E : public SluiceE2E {
             text = scrape(i);
         }
         return text;
+    }
+
+    // The first "ts=YYYY-MM-DDTHH:MM:SS.mmmZ" of node i's log, Unix seconds (0 if none).
+    double log_start_unix_s(size_t i) {
+        const std::string log = read_file(node(i).log_path());
+        const size_t at = log.find("ts=");
+        if (at == std::string::npos) return 0;
+        std::tm tm{};
+        const char* rest = strptime(log.c_str() + at + 3, "%Y-%m-%dT%H:%M:%S", &tm);
+        if (rest == nullptr) return 0;
+        return static_cast<double>(timegm(&tm)) + (*rest == '.' ? std::strtod(rest, nullptr) : 0.0);
     }
 
     size_t log_count(size_t i, const std::string& what) { return count_of(read_file(node(i).log_path()), what); }
@@ -458,7 +475,9 @@ TEST_F(FleetE2E, RedisKilledClosedAdmitsNothingOnceTheLeaseIsSpent) {
 
     for (size_t i = 0; i < kNodes; ++i) ASSERT_TRUE(wait_state(i, "fallback", 3s));
     std::vector<uint64_t> held;
-    for (size_t i = 0; i < kNodes; ++i) held.push_back(quota_number(i, "credit"));
+    // The credit each node still holds (negative: an overdraft it owes).
+    for (size_t i = 0; i < kNodes; ++i)
+        held.push_back(static_cast<uint64_t>(std::max<int64_t>(0, quota(i).value("credit", int64_t{0}))));
     const FleetRun after = flood(std::vector<double>(kNodes, kRate), 2);
     ASSERT_TRUE(after.ok);
     std::string credits;
@@ -489,9 +508,7 @@ TEST_F(FleetE2E, RedisRestartedEmptyResumesLeasingWithinOneExtraBurst) {
     EXPECT_LE(static_cast<double>(run.admitted), upper);
     for (size_t i = 0; i < kNodes; ++i) {
         ASSERT_TRUE(wait_state(i, "leasing", 5s)) << "node " << i << " did not resume leasing";
-        const uint64_t before = quota_number(i, "exchanges");
-        std::this_thread::sleep_for(500ms);
-        EXPECT_GT(quota_number(i, "exchanges"), before) << "node " << i << " stopped exchanging";
+        expect_still_leasing(i);
     }
 }
 
@@ -536,25 +553,24 @@ TEST_F(FleetE2E, NodeClockFiveSecondsAheadStillSharesTheQuota) {
     // program and the daemon's timers share, stays as it is.
     ASSERT_NO_FATAL_FAILURE(start_fleet(
         "closed", false, {"/usr/bin/env", "LD_PRELOAD=" + lib, "FAKETIME=+5s", "FAKETIME_DONT_FAKE_MONOTONIC=1"}));
+    // Node 0's log stamps are its wall clock: ahead of node 1's, which
+    // started after it.
+    const double ahead = log_start_unix_s(0) - log_start_unix_s(1);
+    figure_line("clock", "node 0's first log stamp is " + secs(ahead) + " s after node 1's");
+    EXPECT_GT(ahead, 3.5) << "node 0's sluiced does not run 5 s ahead";
     ASSERT_NO_FATAL_FAILURE(check_share("clock-ahead"));
     figure_line("node0", quota(0).dump());
 }
 
 TEST_F(FleetE2E, NodeKilledHoldingALeaseOthersKeepLeasing) {
     ASSERT_NO_FATAL_FAILURE(start_fleet("closed"));
-    std::vector<uint64_t> exchanges;
     const FleetRun run = flood(
         std::vector<double>(kNodes, kRate), 4, [&] { node(0).signal_daemon(SIGKILL); }, 1200ms);
     ASSERT_TRUE(run.ok);
     figure_run("kill-9", run, bound(run),
                figure(100.0 * static_cast<double>(run.admitted) / (kRate * run.t_lower)) + "% of rate·T");
     EXPECT_LE(static_cast<double>(run.admitted), bound(run));
-    for (size_t i = 1; i < kNodes; ++i) {
-        EXPECT_EQ(quota(i).value("state", ""), "leasing") << "node " << i;
-        const uint64_t before = quota_number(i, "exchanges");
-        std::this_thread::sleep_for(500ms);
-        EXPECT_GT(quota_number(i, "exchanges"), before) << "node " << i << " stopped exchanging";
-    }
+    for (size_t i = 1; i < kNodes; ++i) expect_still_leasing(i);
 }
 
 // ---- Redis Cluster ------------------------------------------------------------------------
