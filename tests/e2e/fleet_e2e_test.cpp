@@ -421,8 +421,9 @@ TEST_F(FleetE2E, RedisKilledOpenFallsBackToFallbackRate) {
     const FleetRun during = flood(
         std::vector<double>(kNodes, offered), kSeconds, [&] { redis_->kill(); }, 1000ms);
     ASSERT_TRUE(during.ok);
-    // Before the kill at most the fleet's bound; after it each node its own fallback.
-    const double during_bound = bound(during) + kNodes * kFallback * during.t_upper;
+    // The fleet's bound, plus each node's fallback_rate·(T + 2P) (its cell
+    // holds at most 2·fallback_rate·P of local credit; 2P = H).
+    const double during_bound = bound(during) + kNodes * kFallback * (during.t_upper + kH);
     figure_run("during-kill", during, during_bound);
     EXPECT_LE(static_cast<double>(during.admitted), during_bound);
 
