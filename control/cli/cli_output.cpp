@@ -322,6 +322,21 @@ std::string format_status(const json& result) {
         text += "interfaces: none attached (sluicectl attach IFNAME)\n";
     }
 
+    const json& fleet = member(result, "fleet");
+    if (fleet.is_object()) {
+        text += "\nfleet: redis " + joined(member(fleet, "servers"), ", ") + ", namespace " +
+                text_of(fleet, "namespace") + "\n";
+        const json& quotas = member(fleet, "quotas");
+        if (quotas.is_array() && !quotas.empty()) {
+            Table table({"INTERFACE", "CLASS", "STATE", "ON_UNAVAILABLE", "CREDIT", "VERSION", "KEY"});
+            for (const json& quota : quotas)
+                table.add_row({text_of(quota, "interface"), text_of(quota, "class"), text_of(quota, "state"),
+                               text_of(quota, "on_unavailable"), text_of(quota, "credit"),
+                               version_of(quota, "policy_version"), text_of(quota, "key")});
+            text += table.render();
+        }
+    }
+
     const json& unprotected = member(result, "unprotected");
     if (unprotected.is_array() && !unprotected.empty()) {
         text += "unprotected: " + joined(unprotected, ", ") + " (UP without Sluice)\n";

@@ -39,7 +39,18 @@ Result<std::string> read_text_file(const std::string& path) {
     return text.str();
 }
 
-// Argument readers: a missing required or ill-typed argument is bad_request.
+fleet::FleetLeaserOptions fleet_options(const FleetConfig& config) {
+    fleet::FleetLeaserOptions options;
+    options.redis.servers = config.servers;
+    options.redis.connect_timeout = options.redis.command_timeout = std::chrono::milliseconds(config.timeout_ms);
+    options.redis.username = config.username;
+    options.redis.password = config.password;
+    options.key_namespace = config.key_namespace;
+    options.lease_period = std::chrono::milliseconds(config.lease_period_ms);
+    options.unavailable_after = std::chrono::milliseconds(config.unavailable_after_ms);
+    options.log = [](const std::string& line) { log(LogLevel::warn, line); };
+    return options;
+}
 }  // namespace
 
 namespace {
@@ -138,6 +149,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config, std::unique_
     std::unique_ptr<Daemon> daemon(
         new Daemon(std::move(config), std::move(host), std::move(policy), std::move(server.value())));
     if (Status served = daemon->register_handlers(); !served) return served.error();
+    if (!daemon->config_.fleet.servers.empty())
+        daemon->fleet_ = std::make_unique<fleet::FleetLeaser>(fleet_options(daemon->config_.fleet));
     return daemon;
 }
 
@@ -158,6 +171,8 @@ void Daemon::bring_to_current_policy() {
 }
 
 void Daemon::announce_ready() {
+    sync_fleet_quotas();
+    if (fleet_) fleet_->start();
     sample_counters();
     publish_metrics();
     const auto current = policy_->current();
@@ -176,6 +191,7 @@ Status Daemon::adopt_interfaces() {
         auto interface = std::make_unique<Interface>();
         interface->hosted = std::move(hosted);
         if (auto status = policy_->add_target(name, &interface->dataplane()); !status) return status;
+        lease_for(name, interface->dataplane());
         interfaces_[name] = std::move(interface);
     }
     return ok_status();
@@ -213,7 +229,12 @@ Status Daemon::attach_interface(const std::string& name, XdpMode mode) {
     };
     if (auto status = policy_->add_target(name, &interface->dataplane()); !status) return undo(status.error());
     if (auto status = policy_->reconcile(); !status) return undo(status.error());
-    if (auto status = interface->hosted->go_live(); !status) return undo(status.error());
+    // Credit before the link: a fleet class admits nothing until leased.
+    lease_for(name, interface->dataplane());
+    if (auto status = interface->hosted->go_live(); !status) {
+        stop_leasing_for(interface->dataplane());
+        return undo(status.error());
+    }
     interfaces_[name] = std::move(interface);
     return ok_status();
 }
@@ -223,6 +244,7 @@ Status Daemon::detach_interface(const std::string& name) {
     if (found == interfaces_.end()) return Error{"interface " + name + " is not attached", "interface"};
     if (auto status = found->second->hosted->go_offline(); !status) return status;
     (void)policy_->remove_target(name);
+    stop_leasing_for(found->second->dataplane());
     std::unique_ptr<HostedInterface> offline = std::move(found->second->hosted);
     interfaces_.erase(found);
     if (auto status = offline->discard(); !status) return status;
@@ -250,6 +272,24 @@ void Daemon::reload_policy_file() {
     } else {
         log(LogLevel::info, "policy file unchanged", {{"path", config_.policy_file}});
     }
+}
+
+void Daemon::sync_fleet_quotas() {
+    if (!fleet_) return;
+    auto [version, quotas] = policy_->fleet_quotas();
+    if (version == fleet_version_) return;
+    fleet_->set_quotas(version, std::move(quotas));
+    fleet_version_ = version;
+}
+
+void Daemon::lease_for(const std::string& name, EnforcementPoint& dataplane) {
+    if (!fleet_) return;
+    sync_fleet_quotas();
+    fleet_->attach(name, dataplane.fleet_credits());
+}
+
+void Daemon::stop_leasing_for(EnforcementPoint& dataplane) {
+    if (fleet_) fleet_->detach(dataplane.fleet_credits());
 }
 
 void Daemon::sample_counters() {
@@ -329,6 +369,21 @@ void Daemon::publish_metrics() {
         entry.hot_sources = interface->hot_sources.top(kHotSourcesExported, now);
         snapshot.interfaces.push_back(std::move(entry));
     }
+    if (fleet_) {
+        for (const fleet::FleetClassStatus& account : fleet_->status()) {
+            FleetAccountSnapshot entry;
+            entry.interface = account.dataplane;
+            entry.class_id = account.class_id;
+            entry.fallback = account.state == fleet::LeaseState::fallback;
+            entry.credit = account.credit_available;
+            entry.redis_granted = account.redis_granted_total;
+            entry.fallback_granted = account.fallback_granted_total;
+            entry.exchanges = account.exchanges;
+            entry.failures = account.failures;
+            entry.fallbacks = account.fallbacks;
+            snapshot.fleet.push_back(std::move(entry));
+        }
+    }
     metrics_->publish(build_metric_families(snapshot));
 }
 
@@ -341,6 +396,7 @@ Status Daemon::run(DaemonSignals& signals) {
             log(LogLevel::info, "SIGHUP: reloading the policy file");
             reload_policy_file();
         }
+        sync_fleet_quotas();  // right after a push, rollback or reload changed the version
         drain_drop_events();
         const auto now = Clock::now();
         if (now - last_sample_ >= kSampleInterval) {

@@ -33,6 +33,7 @@
 #include "control_server.h"
 #include "daemon_config.h"
 #include "fixed_ports.h"
+#include "fleet_leaser.h"
 #include "hot_sources.h"
 #include "interface_host.h"
 #include "metrics.h"
@@ -110,6 +111,11 @@ class Daemon {
     Status attach_interface(const std::string& name, XdpMode mode);
     Status detach_interface(const std::string& name);
     void reload_policy_file();
+    // Hands the leaser the current version's fleet quotas when the version changed.
+    void sync_fleet_quotas();
+    // The leaser takes (and gives back) fleet credit of an interface's dataplane.
+    void lease_for(const std::string& name, EnforcementPoint& dataplane);
+    void stop_leasing_for(EnforcementPoint& dataplane);
     void sample_counters();
     void drain_drop_events();
     void publish_metrics();
@@ -137,6 +143,10 @@ class Daemon {
     std::unique_ptr<MetricsEndpoint> metrics_;
     uint64_t pushes_accepted_ = 0, pushes_rejected_ = 0;
     std::array<bool, kVerbCount> served_{};
+    // Leases fleet quotas' credit ([fleet] configured); declared last so it
+    // stops, and returns what it holds, before the interfaces go.
+    std::unique_ptr<fleet::FleetLeaser> fleet_;
+    uint64_t fleet_version_ = 0;  // the policy version fleet_ has the quotas of
 };
 
 // Routes SIGTERM and SIGINT to signals.stop and SIGHUP to signals.reload,

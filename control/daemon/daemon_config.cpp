@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -70,6 +71,65 @@ Status parse_interface(std::string_view path, const toml::node& node, std::set<s
     return ok_status();
 }
 
+Status bounded_ms_key(std::string_view path, const toml::node& node, std::string_view key, uint32_t min, uint32_t max,
+                      uint32_t& out) {
+    const auto* number = node.as_integer();
+    if (number == nullptr || number->get() < min || number->get() > max)
+        return at(path, node, key, "expected milliseconds in " + std::to_string(min) + ".." + std::to_string(max));
+    out = static_cast<uint32_t>(number->get());
+    return ok_status();
+}
+
+Status parse_fleet(std::string_view path, const toml::node& node, FleetConfig& fleet) {
+    const auto* table = node.as_table();
+    if (table == nullptr) return at(path, node, "fleet", "expected a table ([fleet])");
+    for (const auto& [name, value] : *table) {
+        const std::string key = "fleet." + std::string(name.str());
+        if (name == "servers") {
+            const auto* list = value.as_array();
+            if (list == nullptr || list->empty())
+                return at(path, value, key, "expected a non-empty list of \"host:port\" strings");
+            for (const auto& item : *list) {
+                std::string text;
+                if (auto status = string_key(path, item, key, text); !status) return status;
+                auto endpoint = fleet::parse_redis_endpoint(text);
+                if (!endpoint) return at(path, item, key, endpoint.error().message);
+                fleet.servers.push_back(endpoint.value());
+            }
+        } else if (name == "namespace") {
+            if (auto status = string_key(path, value, key, fleet.key_namespace); !status) return status;
+            const bool plain =
+                !fleet.key_namespace.empty() &&
+                std::all_of(fleet.key_namespace.begin(), fleet.key_namespace.end(), [](char c) {
+                    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ':';
+                });
+            if (!plain) return at(path, value, key, "expected letters, digits and _ - . : (no braces: keys hash-tag)");
+        } else if (name == "lease_period_ms") {
+            if (auto status = bounded_ms_key(path, value, key, 10, 10000, fleet.lease_period_ms); !status)
+                return status;
+        } else if (name == "timeout_ms") {
+            if (auto status = bounded_ms_key(path, value, key, 1, 10000, fleet.timeout_ms); !status) return status;
+        } else if (name == "unavailable_after_ms") {
+            if (auto status = bounded_ms_key(path, value, key, 1, 600000, fleet.unavailable_after_ms); !status)
+                return status;
+        } else if (name == "username") {
+            if (auto status = string_key(path, value, key, fleet.username); !status) return status;
+        } else if (name == "password") {
+            if (auto status = string_key(path, value, key, fleet.password); !status) return status;
+        } else {
+            return at(path, value, key,
+                      "unknown key (expected servers, namespace, lease_period_ms, timeout_ms, unavailable_after_ms, "
+                      "username or password)");
+        }
+    }
+    if (fleet.servers.empty()) return at(path, node, "fleet.servers", "missing: [fleet] needs the Redis servers");
+    if (fleet.unavailable_after_ms < fleet.timeout_ms)
+        return at(path, node, "fleet.unavailable_after_ms", "must be at least fleet.timeout_ms");
+    if (!fleet.username.empty() && fleet.password.empty())
+        return at(path, node, "fleet.password", "missing: a username needs a password");
+    return ok_status();
+}
+
 Status parse_key(std::string_view path, std::string_view key, const toml::node& value, DaemonConfig& config,
                  std::set<std::string>& interface_names) {
     if (key == "socket") return absolute_path_key(path, value, key, config.socket);
@@ -114,9 +174,10 @@ Status parse_key(std::string_view path, std::string_view key, const toml::node& 
         }
         return ok_status();
     }
+    if (key == "fleet") return parse_fleet(path, value, config.fleet);
     return at(path, value, key,
               "unknown key (expected socket, socket_group, state_dir, bpffs_dir, policy_file, metrics_address, "
-              "log_level, detach_on_exit, source_capacity or [[interface]])");
+              "log_level, detach_on_exit, source_capacity, [[interface]] or [fleet])");
 }
 
 }  // namespace
@@ -144,13 +205,43 @@ Result<DaemonConfig> parse_daemon_config(std::string_view text, std::string_view
     return config;
 }
 
-Result<DaemonConfig> load_daemon_config(const std::string& path) {
+Result<FleetConfig> parse_fleet_config(std::string_view text, std::string_view path) {
+    toml::table root;
+    try {
+        root = toml::parse(text, path);
+    } catch (const toml::parse_error& error) {
+        return Error{where(path, error.source()) + ": " + std::string(error.description())};
+    }
+    FleetConfig fleet;
+    for (const auto& [key, value] : root) {
+        if (key != "fleet") return at(path, value, key.str(), "unknown key (this file holds only a [fleet] table)");
+        if (auto status = parse_fleet(path, value, fleet); !status) return status.error();
+    }
+    if (fleet.servers.empty()) return Error{std::string(path) + ": no [fleet] table", "fleet"};
+    return fleet;
+}
+
+namespace {
+Result<std::string> read_config(const std::string& path) {
     std::ifstream file(path);
-    if (!file) return Error{"cannot read the sluiced config " + path + ": " + std::strerror(errno)};
+    if (!file) return Error{"cannot read the config " + path + ": " + std::strerror(errno)};
     std::ostringstream text;
     text << file.rdbuf();
-    if (file.bad()) return Error{"cannot read the sluiced config " + path + ": " + std::strerror(errno)};
-    return parse_daemon_config(text.str(), path);
+    if (file.bad()) return Error{"cannot read the config " + path + ": " + std::strerror(errno)};
+    return text.str();
+}
+}  // namespace
+
+Result<DaemonConfig> load_daemon_config(const std::string& path) {
+    auto text = read_config(path);
+    if (!text) return text.error();
+    return parse_daemon_config(text.value(), path);
+}
+
+Result<FleetConfig> load_fleet_config(const std::string& path) {
+    auto text = read_config(path);
+    if (!text) return text.error();
+    return parse_fleet_config(text.value(), path);
 }
 
 }  // namespace sluice

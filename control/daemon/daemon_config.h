@@ -13,6 +13,7 @@
 #include "control_protocol.h"
 #include "interface_host.h"
 #include "logger.h"
+#include "redis_client.h"
 #include "result.h"
 #include "sluice/abi.h"
 
@@ -21,6 +22,17 @@ namespace sluice {
 struct InterfaceConfig {
     std::string name;
     XdpMode mode = XdpMode::native;
+};
+
+// [fleet]: where this node leases fleet quotas' credit (control/fleet/).
+// Without servers, a policy with a fleet quota is refused.
+struct FleetConfig {
+    std::vector<fleet::RedisEndpoint> servers;  // one Redis, or seed nodes of a cluster
+    std::string key_namespace = "sluice";       // first part of every bucket key
+    uint32_t lease_period_ms = 100;             // how often leases are exchanged
+    uint32_t timeout_ms = 50;                   // connect and command timeout
+    uint32_t unavailable_after_ms = 300;        // no answer for this long: the classes' failure policy
+    std::string username, password;             // AUTH (no TLS: Debian's hiredis 0.14 has none)
 };
 
 struct DaemonConfig {
@@ -34,9 +46,13 @@ struct DaemonConfig {
     bool detach_on_exit = false;
     uint32_t source_capacity = SLUICE_SOURCE_CAPACITY_DEFAULT;  // source table entries (8 bytes each)
     std::vector<InterfaceConfig> interfaces;
+    FleetConfig fleet;
 };
 
 Result<DaemonConfig> parse_daemon_config(std::string_view text, std::string_view path);
 Result<DaemonConfig> load_daemon_config(const std::string& path);
+// sluice-dpdk's --fleet FILE: a file holding only a [fleet] table, read as sluiced.toml's.
+Result<FleetConfig> parse_fleet_config(std::string_view text, std::string_view path);
+Result<FleetConfig> load_fleet_config(const std::string& path);
 
 }  // namespace sluice

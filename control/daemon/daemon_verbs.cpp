@@ -102,6 +102,28 @@ Result<json> Daemon::status_json() {
     }
     const auto current = policy_->current();
     const double uptime = std::chrono::duration<double>(Clock::now() - started_).count();
+    json fleet = nullptr;  // no [fleet] configured
+    if (fleet_) {
+        json accounts = json::array();
+        for (const fleet::FleetClassStatus& account : fleet_->status())
+            accounts.push_back({{"interface", account.dataplane},
+                                {"class", account.class_name},
+                                {"key", account.key},
+                                {"policy_version", account.policy_version},
+                                {"state", fleet::to_string(account.state)},
+                                {"on_unavailable", account.fail_open ? "open" : "closed"},
+                                {"credit", account.credit_available},
+                                {"last_lease", account.last_lease},
+                                {"redis_granted", account.redis_granted_total},
+                                {"fallback_granted", account.fallback_granted_total},
+                                {"exchanges", account.exchanges},
+                                {"failures", account.failures},
+                                {"fallbacks", account.fallbacks}});
+        json servers = json::array();
+        for (const fleet::RedisEndpoint& server : config_.fleet.servers)
+            servers.push_back(fleet::format_redis_endpoint(server));
+        fleet = {{"servers", std::move(servers)}, {"namespace", config_.fleet.key_namespace}, {"quotas", accounts}};
+    }
     return json{{"daemon",
                  {{"pid", getpid()},
                   {"version", SLUICE_VERSION},
@@ -112,6 +134,7 @@ Result<json> Daemon::status_json() {
                   {"bpffs_dir", host_->pin_root() ? json(*host_->pin_root()) : json(nullptr)}}},
                 {"policy", current ? version_summary(*current) : json(nullptr)},
                 {"interfaces", std::move(interfaces)},
+                {"fleet", std::move(fleet)},
                 {"unprotected", host_->unprotected(hosted_names)}};
 }
 

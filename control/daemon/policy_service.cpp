@@ -177,19 +177,34 @@ std::optional<PolicyVersion> PolicyService::current() const {
     return store_.current();
 }
 
+const PolicyService::CurrentFacts& PolicyService::current_facts() const {
+    const std::optional<PolicyVersion> current = store_.current();
+    const uint64_t version = current ? current->version : 0;
+    if (facts_.version != version) {
+        facts_ = CurrentFacts{};
+        facts_.version = version;
+        // Committed, so it compiled before; if it no longer does, it has no
+        // class in shadow and no fleet quota.
+        if (current) {
+            if (auto compiled = compile_current()) {
+                for (const sluice_class_entry& cls : compiled.value().classes)
+                    if (cls.shadow) facts_.shadow.insert(cls.class_id);
+                facts_.fleet = std::move(compiled.value().fleet);
+            }
+        }
+    }
+    return facts_;
+}
+
 std::set<uint32_t> PolicyService::shadow_classes() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    const std::optional<PolicyVersion> current = store_.current();
-    if (!current) return {};
-    if (shadow_version_ != current->version) {
-        shadow_ids_.clear();
-        // Committed, so it compiled before; if it no longer does, no class is shown in shadow.
-        if (auto compiled = compile_current())
-            for (const sluice_class_entry& cls : compiled.value().classes)
-                if (cls.shadow) shadow_ids_.insert(cls.class_id);
-        shadow_version_ = current->version;
-    }
-    return shadow_ids_;
+    return current_facts().shadow;
+}
+
+std::pair<uint64_t, std::vector<FleetQuota>> PolicyService::fleet_quotas() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const CurrentFacts& facts = current_facts();
+    return {facts.version, facts.fleet};
 }
 
 std::vector<PolicyVersion> PolicyService::history() const {

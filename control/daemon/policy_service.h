@@ -77,6 +77,8 @@ class PolicyService {
     // The ids of the current version's classes in shadow (empty without one);
     // the version is compiled once and its answer kept until the next.
     std::set<uint32_t> shadow_classes() const;
+    // The current version (0: none) and its fleet quotas, compiled as shadow_classes().
+    std::pair<uint64_t, std::vector<FleetQuota>> fleet_quotas() const;
     Result<PolicyVersion> get(uint64_t version) const;
 
   private:
@@ -99,9 +101,14 @@ class PolicyService {
     PolicyLoadOptions options_;
     std::vector<Target> targets_;
     std::set<std::string> stale_;  // target names that may run an uncommitted policy
-    // shadow_classes() of version shadow_version_ (0: not computed yet).
-    mutable uint64_t shadow_version_ = 0;
-    mutable std::set<uint32_t> shadow_ids_;
+    // What the current version's compiled form says, kept until the next version.
+    struct CurrentFacts {
+        uint64_t version = 0;  // 0: not computed yet, or no version
+        std::set<uint32_t> shadow;
+        std::vector<FleetQuota> fleet;
+    };
+    const CurrentFacts& current_facts() const;  // with mutex_ held
+    mutable CurrentFacts facts_;
 };
 
 }  // namespace sluice

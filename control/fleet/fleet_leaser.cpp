@@ -99,6 +99,7 @@ void FleetLeaser::set_quotas(uint64_t policy_version, std::vector<FleetQuota> qu
         quotas_[id] = std::move(quota);
     }
     reconcile_locked();
+    request_round();
 }
 
 void FleetLeaser::attach(const std::string& name, sluice_fleet_credit* cells) {
@@ -109,6 +110,7 @@ void FleetLeaser::attach(const std::string& name, sluice_fleet_credit* cells) {
         dataplane.cells = cells;
     }
     reconcile_locked();
+    request_round();
 }
 
 void FleetLeaser::detach(sluice_fleet_credit* cells) {
@@ -323,6 +325,14 @@ void FleetLeaser::stop() {
     if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
+void FleetLeaser::request_round() {
+    {
+        std::lock_guard lock(thread_mu_);
+        round_requested_ = true;
+    }
+    wake_.notify_all();
+}
+
 void FleetLeaser::thread_main() {
     std::mt19937_64 random{std::random_device{}()};
     const auto period = options_.lease_period;
@@ -330,10 +340,11 @@ void FleetLeaser::thread_main() {
                                                    std::chrono::microseconds(period).count());
     std::unique_lock lock(thread_mu_);
     while (!stop_) {
+        round_requested_ = false;
         lock.unlock();
         run_once();
         lock.lock();
-        wake_.wait_for(lock, std::chrono::microseconds(wait_us(random)), [this] { return stop_; });
+        wake_.wait_for(lock, std::chrono::microseconds(wait_us(random)), [this] { return stop_ || round_requested_; });
     }
 }
 

@@ -162,6 +162,8 @@ class FleetLeaser {
     // Returns the error when the exchange failed as unreachable.
     std::optional<Error> lease_one_locked(Account& account, const Error* skip_error);
     void log(const std::string& line) const;
+    // A new account starts with no credit: its first lease should not wait a whole period.
+    void request_round();
     void thread_main();
 
     FleetLeaserOptions options_;
@@ -174,9 +176,10 @@ class FleetLeaser {
     std::map<uintptr_t, Dataplane> dataplanes_;
     std::map<AccountKey, std::unique_ptr<Account>> accounts_;
 
-    std::mutex thread_mu_;  // stop_ and the thread
+    std::mutex thread_mu_;  // stop_, round_requested_ and the thread
     std::condition_variable wake_;
     bool stop_ = false;
+    bool round_requested_ = false;  // set_quotas or attach made accounts: lease now
     std::thread thread_;
 };
 

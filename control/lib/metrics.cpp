@@ -5,6 +5,7 @@
 
 #include <prometheus/exposer.h>
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 
@@ -40,12 +41,13 @@ void add(MetricFamily& family, Labels labels, double value) {
 // Series that a class can have, so rate() has a zero to start from: class 0
 // only sees frames that never reached classification; the others every
 // limiting outcome, and a class in shadow each one also as would_drop.
-bool possible(uint32_t class_id, bool shadow, uint32_t verdict, uint32_t reason) {
+bool possible(uint32_t class_id, bool shadow, bool fleet, uint32_t verdict, uint32_t reason) {
     // Unparsed frames are never shadowed: they pass or drop.
     if (class_id == 0)
         return verdict != SLUICE_VERDICT_WOULD_DROP &&
                (reason == SLUICE_REASON_NON_IP || reason == SLUICE_REASON_MALFORMED);
-    if (verdict == SLUICE_VERDICT_WOULD_DROP) return shadow && possible(class_id, false, SLUICE_VERDICT_DROP, reason);
+    if (verdict == SLUICE_VERDICT_WOULD_DROP)
+        return shadow && possible(class_id, false, fleet, SLUICE_VERDICT_DROP, reason);
     switch (reason) {
         case SLUICE_REASON_ADMITTED:
         case SLUICE_REASON_ALLOWED:
@@ -58,6 +60,8 @@ bool possible(uint32_t class_id, bool shadow, uint32_t verdict, uint32_t reason)
             return verdict == SLUICE_VERDICT_DROP;
         case SLUICE_REASON_TABLE_FULL:
             return true;
+        case SLUICE_REASON_FLEET:
+            return fleet && verdict == SLUICE_VERDICT_DROP;
         default:
             return false;
     }
@@ -69,13 +73,16 @@ void add_decisions(const DaemonSnapshot& snapshot, const InterfaceSnapshot& inte
     for (uint32_t class_id = 0; class_id < SLUICE_MAX_CLASSES; class_id++) {
         const bool known = snapshot.class_names.count(class_id) > 0;
         const bool shadow = snapshot.shadow_classes.count(class_id) > 0;
+        const bool fleet = std::any_of(snapshot.fleet.begin(), snapshot.fleet.end(), [&](const auto& account) {
+            return account.class_id == class_id && account.interface == interface.name;
+        });
         for (uint32_t verdict = 0; verdict < SLUICE_VERDICT_COUNT; verdict++) {
             for (uint32_t reason = 0; reason < SLUICE_REASON_COUNT; reason++) {
                 const uint32_t index = sluice_counter_index(class_id, verdict, reason);
                 if (index >= interface.counters.size()) continue;
                 const sluice_counter& counter = interface.counters[index];
                 if (reason == SLUICE_REASON_TABLE_FULL) table_full_by_verdict[verdict] += counter.packets;
-                if (counter.packets == 0 && !(known && possible(class_id, shadow, verdict, reason))) continue;
+                if (counter.packets == 0 && !(known && possible(class_id, shadow, fleet, verdict, reason))) continue;
                 Labels labels{{"class", class_label(snapshot.class_names, class_id)},
                               {"interface", interface.name},
                               {"reason", std::string(reason_label(reason))},
@@ -202,6 +209,43 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
                 source.drops_per_second);
     }
 
+    auto fleet_state = family("sluice_fleet_state",
+                              "1 for the state a fleet quota's lease is in on an interface: leasing (from Redis) or "
+                              "fallback (Redis unavailable: the class's on_unavailable applies), 0 for the other.",
+                              MetricType::Gauge);
+    auto fleet_fallbacks = family("sluice_fleet_fallback_total",
+                                  "Times a fleet quota fell back because Redis did not answer for unavailable_after.",
+                                  MetricType::Counter);
+    auto fleet_credit = family("sluice_fleet_credit_units",
+                               "Units a fleet quota's dataplane may still admit on its lease (negative: overdrawn).",
+                               MetricType::Gauge);
+    auto fleet_granted =
+        family("sluice_fleet_granted_units_total",
+               "Units granted to a fleet quota on an interface: from=redis (leases) or from=fallback (fail-open "
+               "local share while Redis was unavailable).",
+               MetricType::Counter);
+    auto fleet_exchanges =
+        family("sluice_fleet_exchanges_total",
+               "Lease exchanges with Redis for a fleet quota, by result (ok or failed).", MetricType::Counter);
+    for (const FleetAccountSnapshot& account : snapshot.fleet) {
+        const std::string cls = class_label(snapshot.class_names, account.class_id);
+        const Labels labels{{"class", cls}, {"interface", account.interface}};
+        add(fleet_state, {{"class", cls}, {"interface", account.interface}, {"state", "leasing"}},
+            account.fallback ? 0 : 1);
+        add(fleet_state, {{"class", cls}, {"interface", account.interface}, {"state", "fallback"}},
+            account.fallback ? 1 : 0);
+        add(fleet_fallbacks, labels, static_cast<double>(account.fallbacks));
+        add(fleet_credit, labels, static_cast<double>(account.credit));
+        add(fleet_granted, {{"class", cls}, {"from", "redis"}, {"interface", account.interface}},
+            static_cast<double>(account.redis_granted));
+        add(fleet_granted, {{"class", cls}, {"from", "fallback"}, {"interface", account.interface}},
+            static_cast<double>(account.fallback_granted));
+        add(fleet_exchanges, {{"class", cls}, {"interface", account.interface}, {"result", "ok"}},
+            static_cast<double>(account.exchanges));
+        add(fleet_exchanges, {{"class", cls}, {"interface", account.interface}, {"result", "failed"}},
+            static_cast<double>(account.failures));
+    }
+
     auto version =
         family("sluice_policy_version", "The current committed policy version (0: none yet).", MetricType::Gauge);
     add(version, {}, static_cast<double>(snapshot.policy_version));
@@ -233,11 +277,35 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
     }
 
     std::vector<MetricFamily> families;
-    for (MetricFamily* f :
-         {&packets,  &bytes,   &table_full, &run_time, &run_count, &errors,          &sources,
-          &capacity, &inserts, &contended,  &events,   &no_policy, &window_restarts, &interface_version,
-          &hot,      &shadow,  &version,    &info,     &pushes,    &stats_enabled,   &build,
-          &start,    &uptime,  &requests})
+    for (MetricFamily* f : {&packets,
+                            &bytes,
+                            &table_full,
+                            &run_time,
+                            &run_count,
+                            &errors,
+                            &sources,
+                            &capacity,
+                            &inserts,
+                            &contended,
+                            &events,
+                            &no_policy,
+                            &window_restarts,
+                            &interface_version,
+                            &hot,
+                            &shadow,
+                            &version,
+                            &info,
+                            &pushes,
+                            &stats_enabled,
+                            &build,
+                            &start,
+                            &uptime,
+                            &requests,
+                            &fleet_state,
+                            &fleet_fallbacks,
+                            &fleet_credit,
+                            &fleet_granted,
+                            &fleet_exchanges})
         families.push_back(std::move(*f));
     return families;
 }

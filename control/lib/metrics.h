@@ -49,6 +49,16 @@ struct InterfaceSnapshot {
     std::vector<HotSource> hot_sources;
 };
 
+// One fleet quota's account on one interface (control/fleet/fleet_leaser.h).
+struct FleetAccountSnapshot {
+    std::string interface;
+    uint32_t class_id = 0;
+    bool fallback = false;                             // leasing otherwise
+    int64_t credit = 0;                                // units the dataplane may still admit; negative: overdrawn
+    uint64_t redis_granted = 0, fallback_granted = 0;  // units granted, by where from
+    uint64_t exchanges = 0, failures = 0, fallbacks = 0;  // exchanges that succeeded, that failed
+};
+
 struct DaemonSnapshot {
     std::string version;
     double start_time_s = 0;  // Unix time
@@ -62,6 +72,7 @@ struct DaemonSnapshot {
     std::map<uint32_t, std::string> class_names;  // id -> name in the current policy
     std::set<uint32_t> shadow_classes;            // ids of the current policy's classes in shadow
     std::vector<InterfaceSnapshot> interfaces;
+    std::vector<FleetAccountSnapshot> fleet;
 };
 
 // How many hot sources per interface are exported.

@@ -43,6 +43,7 @@ On two NIC ports bound to vfio-pci, four workers, hugepages set up:
 
 struct Options {
     std::string rx, tx;
+    std::string fleet_file;  // a [fleet] table, as sluiced.toml's
     sluice::DaemonConfig daemon;
     uint32_t mbufs = 65535;  // 2^n - 1 fills a mempool best
 };
@@ -79,6 +80,9 @@ void declare_options(CLI::App& app, Options& options) {
         ->type_name("N")
         ->check(CLI::Range(uint32_t{1024}, UINT32_MAX))
         ->capture_default_str();
+    app.add_option("--fleet", options.fleet_file,
+                   "a TOML file with a [fleet] table (sluiced.toml's keys): lease fleet quotas from that Redis")
+        ->type_name("FILE");
     sluice::add_log_level_option(app, options.daemon.log_level, "what is logged")
         ->default_str(std::string(sluice::log_level_name(options.daemon.log_level)));
 }
@@ -154,6 +158,11 @@ int run(int argc, char** argv) {
     if (const auto exit = sluice::parse_command_line(app, {all.begin() + static_cast<long>(separator) + 1, all.end()}))
         return *exit;
     sluice::set_log_level(options.daemon.log_level);
+    if (!options.fleet_file.empty()) {
+        auto fleet = sluice::load_fleet_config(options.fleet_file);
+        if (!fleet) return fail("cannot use --fleet", fleet.error());
+        options.daemon.fleet = std::move(fleet.value());
+    }
 
     auto eal = sluice::Eal::init(std::vector<std::string>(all.begin(), all.begin() + static_cast<long>(separator)));
     if (!eal) return fail("cannot start the EAL", eal.error());

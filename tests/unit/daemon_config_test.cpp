@@ -22,6 +22,7 @@ TEST(DaemonConfig, EmptyFileGivesTheDocumentedDefaults) {
     EXPECT_FALSE(config.value().detach_on_exit);
     EXPECT_EQ(config.value().log_level, LogLevel::info);
     EXPECT_TRUE(config.value().interfaces.empty());
+    EXPECT_TRUE(config.value().fleet.servers.empty());
 }
 
 TEST(DaemonConfig, ThePackagedExampleLoadsAndMatchesTheDefaults) {
@@ -74,6 +75,41 @@ mode = "generic"
     EXPECT_EQ(c.interfaces[1].mode, XdpMode::generic);
 }
 
+TEST(DaemonConfig, ReadsTheFleetTable) {
+    auto config = parse_daemon_config(R"(
+[fleet]
+servers = ["127.0.0.1:6379", "[::1]:7000"]
+namespace = "edge-eu"
+lease_period_ms = 200
+timeout_ms = 20
+unavailable_after_ms = 1000
+username = "sluice"
+password = "secret"
+)",
+                                      "c.toml");
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    const FleetConfig& fleet = config.value().fleet;
+    ASSERT_EQ(fleet.servers.size(), 2u);
+    EXPECT_EQ(fleet.servers[0], (fleet::RedisEndpoint{"127.0.0.1", 6379}));
+    EXPECT_EQ(fleet.servers[1], (fleet::RedisEndpoint{"::1", 7000}));
+    EXPECT_EQ(fleet.key_namespace, "edge-eu");
+    EXPECT_EQ(fleet.lease_period_ms, 200u);
+    EXPECT_EQ(fleet.timeout_ms, 20u);
+    EXPECT_EQ(fleet.unavailable_after_ms, 1000u);
+    EXPECT_EQ(fleet.username, "sluice");
+    EXPECT_EQ(fleet.password, "secret");
+}
+
+TEST(DaemonConfig, FleetDefaults) {
+    auto config = parse_daemon_config("[fleet]\nservers = [\"redis:6379\"]", "c.toml");
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    const FleetConfig& fleet = config.value().fleet;
+    EXPECT_EQ(fleet.key_namespace, "sluice");
+    EXPECT_EQ(fleet.lease_period_ms, 100u);
+    EXPECT_EQ(fleet.timeout_ms, 50u);
+    EXPECT_EQ(fleet.unavailable_after_ms, 300u);
+}
+
 struct Refusal {
     const char* text;
     const char* where;    // "file:line:column: key"
@@ -106,7 +142,19 @@ INSTANTIATE_TEST_SUITE_P(
         Refusal{"[[interface]]\nname = \"sl0\"\nmode = \"offload\"",
                 "c.toml:3:8: interface.mode: \"offload\" is not an XDP mode", "interface.mode"},
         Refusal{"[[interface]]\nname = \"sl0\"\nqueues = 4", "c.toml:3:10: interface.queues: unknown key",
-                "interface.queues"}));
+                "interface.queues"},
+        Refusal{"[fleet]\nnamespace = \"x\"", "c.toml:1:1: fleet.servers: missing", "fleet.servers"},
+        Refusal{"[fleet]\nservers = [\"redis\"]", "c.toml:2:12: fleet.servers: ", "fleet.servers"},
+        Refusal{"[fleet]\nservers = []", "c.toml:2:11: fleet.servers: expected a non-empty list", "fleet.servers"},
+        Refusal{"[fleet]\nservers = [\"r:1\"]\nnamespace = \"a{b}\"", "c.toml:3:13: fleet.namespace: expected",
+                "fleet.namespace"},
+        Refusal{"[fleet]\nservers = [\"r:1\"]\nlease_period_ms = 0", "c.toml:3:19: fleet.lease_period_ms: expected",
+                "fleet.lease_period_ms"},
+        Refusal{"[fleet]\nservers = [\"r:1\"]\ntimeout_ms = 100\nunavailable_after_ms = 50",
+                "c.toml:1:1: fleet.unavailable_after_ms: must be at least", "fleet.unavailable_after_ms"},
+        Refusal{"[fleet]\nservers = [\"r:1\"]\nusername = \"u\"", "c.toml:1:1: fleet.password: missing",
+                "fleet.password"},
+        Refusal{"[fleet]\nservers = [\"r:1\"]\ntls = true", "c.toml:3:7: fleet.tls: unknown key", "fleet.tls"}));
 
 TEST(DaemonConfig, ReportsTheFirstProblemInFileOrder) {
     auto config = parse_daemon_config("zzz = 1\naaa = 2\n", "c.toml");
@@ -118,6 +166,18 @@ TEST(DaemonConfig, SyntaxErrorsCarryTheirPosition) {
     auto config = parse_daemon_config("socket = \n", "c.toml");
     ASSERT_FALSE(config.ok());
     EXPECT_EQ(config.error().message.rfind("c.toml:1:", 0), 0u) << config.error().message;
+}
+
+TEST(DaemonConfig, AFleetFileHoldsOnlyTheFleetTable) {
+    auto fleet = parse_fleet_config("[fleet]\nservers = [\"127.0.0.1:6379\"]\nlease_period_ms = 50", "f.toml");
+    ASSERT_TRUE(fleet.ok()) << fleet.error().message;
+    EXPECT_EQ(fleet.value().lease_period_ms, 50u);
+    auto other = parse_fleet_config("socket = \"/x\"\n[fleet]\nservers = [\"r:1\"]", "f.toml");
+    ASSERT_FALSE(other.ok());
+    EXPECT_EQ(other.error().message.rfind("f.toml:1:10: socket: unknown key", 0), 0u) << other.error().message;
+    auto empty = parse_fleet_config("", "f.toml");
+    ASSERT_FALSE(empty.ok());
+    EXPECT_EQ(empty.error().message, "f.toml: no [fleet] table");
 }
 
 TEST(DaemonConfig, MissingFileNamesIt) {
