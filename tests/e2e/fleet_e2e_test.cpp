@@ -234,7 +234,8 @@ class FleetE2E : public SluiceE2E {
     json quota(size_t i) {
         const auto s = node(i).status();
         if (!s) return json::object();
-        const json fleet = s->value("fleet", json::object());
+        const json fleet = s->value("fleet", json());
+        if (!fleet.is_object()) return json::object();  // null: no [fleet] configured
         for (const auto& q : fleet.value("quotas", json::array()))
             if (q.value("class", "") == kClass && q.value("interface", "") == "sl0") return q;
         return json::object();
