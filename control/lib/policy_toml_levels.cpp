@@ -267,7 +267,7 @@ Result<FleetQuota> read_fleet(const Fields& fleet, const ClassSettings& inherite
     if (!on_unavailable.value())
         return fleet.here(
             "on_unavailable is required: \"open\" (admit up to fallback_rate on this node while Redis cannot be "
-            "reached) or \"closed\" (admit nothing of the class while it cannot)");
+            "reached) or \"closed\" (admit only the credit this node already holds, then drop)");
 
     FleetQuota quota;
     quota.rate_per_s = static_cast<uint64_t>(*rate.value());
@@ -282,8 +282,8 @@ Result<FleetQuota> read_fleet(const Fields& fleet, const ClassSettings& inherite
             "Redis cannot be reached)");
     if (!quota.fail_open && fallback_rate.value())
         return fleet.at(*fleet.find("fallback_rate"), "fallback_rate",
-                        "applies only to on_unavailable = \"open\"; with \"closed\" the class admits nothing while "
-                        "Redis cannot be reached");
+                        "applies only to on_unavailable = \"open\"; with \"closed\" the node admits only the credit "
+                        "it already holds while Redis cannot be reached");
     quota.fallback_rate_per_s = static_cast<uint64_t>(fallback_rate.value().value_or(0));
     if (quota.fallback_rate_per_s > quota.rate_per_s)
         return fleet.at(*fleet.find("fallback_rate"), "fallback_rate",
