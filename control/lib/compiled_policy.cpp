@@ -10,6 +10,7 @@
 
 #include "rate_limits.h"
 #include "sluice/window.h"
+#include "version_store.h"
 
 namespace sluice {
 namespace {
@@ -105,7 +106,64 @@ std::string prefix_text(const PolicyPrefix& p) {
     return std::string(text) + "/" + std::to_string(p.length);
 }
 
+// The policy's spelling of a unit.
+std::string unit_text(uint8_t unit) {
+    switch (unit) {
+        case SLUICE_UNIT_PACKETS:
+            return "packets";
+        case SLUICE_UNIT_BYTES:
+            return "bytes";
+        case SLUICE_UNIT_TCP_SYN:
+            return "tcp_syn";
+        default:
+            return "unit_" + std::to_string(unit);
+    }
+}
+
+// The fleet quotas against the classes: one per class with fleet = 1, and
+// none for any other.
+Status valid_fleet(const CompiledPolicy& policy) {
+    std::set<uint32_t> quotas;
+    for (const FleetQuota& q : policy.fleet) {
+        const std::string name = "class " + std::to_string(q.class_id) + ": fleet quota";
+        const sluice_class_entry* cls = policy.find_class(q.class_id);
+        if (!cls) return policy_error(name + " of a class that is not defined");
+        if (!cls->fleet) return policy_error(name + " of a class whose entry has fleet = 0");
+        if (!quotas.insert(q.class_id).second) return policy_error(name + " given twice");
+        if (q.class_name.empty()) return policy_error(name + " has no class name (its Redis key needs one)");
+        if (q.rate_per_s < 1 || q.rate_per_s > SLUICE_RATE_MAX)
+            return policy_error(name + ": rate " + std::to_string(q.rate_per_s) + " is outside 1.." +
+                                std::to_string(SLUICE_RATE_MAX));
+        if (q.burst < 1 || q.burst > SLUICE_BURST_MAX)
+            return policy_error(name + ": burst " + std::to_string(q.burst) + " is outside 1.." +
+                                std::to_string(SLUICE_BURST_MAX));
+        if (q.unit > SLUICE_UNIT_TCP_SYN || q.unit != cls->fleet_unit)
+            return policy_error(name + ": unit " + unit_text(q.unit) + " is unknown or not the entry's fleet_unit " +
+                                unit_text(cls->fleet_unit));
+        if (q.fail_open && (q.fallback_rate_per_s < 1 || q.fallback_rate_per_s > q.rate_per_s))
+            return policy_error(name + ": fallback rate " + std::to_string(q.fallback_rate_per_s) + " is outside 1.." +
+                                std::to_string(q.rate_per_s) + " (the fleet's rate)");
+        if (!q.fail_open && q.fallback_rate_per_s != 0)
+            return policy_error(name + ": a fallback rate, but it fails closed");
+        if (q.definition_hash != fleet_definition_hash(q.rate_per_s, q.burst, q.unit))
+            return policy_error(name + ": definition_hash " + q.definition_hash + " is not that of " +
+                                fleet_definition(q.rate_per_s, q.burst, q.unit));
+    }
+    for (const auto& cls : policy.classes)
+        if (cls.fleet && !quotas.count(cls.class_id))
+            return policy_error("class " + std::to_string(cls.class_id) + ": fleet = 1 but no fleet quota");
+    return ok_status();
+}
+
 }  // namespace
+
+std::string fleet_definition(uint64_t rate_per_s, uint64_t burst, uint8_t unit) {
+    return "rate=" + std::to_string(rate_per_s) + ";burst=" + std::to_string(burst) + ";unit=" + unit_text(unit);
+}
+
+std::string fleet_definition_hash(uint64_t rate_per_s, uint64_t burst, uint8_t unit) {
+    return sha256_hex(fleet_definition(rate_per_s, burst, unit)).substr(0, 16);
+}
 
 const sluice_class_entry* CompiledPolicy::find_class(uint32_t class_id) const {
     for (const auto& cls : classes)
@@ -152,7 +210,14 @@ Status validate(const CompiledPolicy& policy) {
             if (!cls.aggregate.enabled) return policy_error(name + ": shaped but has no aggregate limit to drain at");
             if (cls.action != SLUICE_ACTION_LIMIT) return policy_error(name + ": shaped but its action is not limit");
         }
+        if (cls.fleet > 1) return policy_error(name + ": fleet must be 0 or 1");
+        if (cls.fleet_unit > SLUICE_UNIT_TCP_SYN)
+            return policy_error(name + ": fleet_unit " + std::to_string(cls.fleet_unit) + " out of range");
+        // A pass or drop class decides without any level: its credit would never be spent.
+        if (cls.fleet && cls.action != SLUICE_ACTION_LIMIT)
+            return policy_error(name + ": a fleet quota, but its action is not limit");
     }
+    if (auto fleet = valid_fleet(policy); !fleet) return fleet;
     if (!ids.count(h.default_class_id))
         return policy_error("default class " + std::to_string(h.default_class_id) + " is not defined");
 
@@ -245,20 +310,6 @@ bool carry_source_limit(const sluice_class_entry* was, sluice_class_entry& cls) 
                               : static_cast<uint128>(1) << 32;
     limit.previous_scale = scale >> 63 ? ~0ULL >> 1 : static_cast<uint64_t>(scale);
     return false;
-}
-
-// The policy's spelling of a unit.
-std::string unit_text(uint8_t unit) {
-    switch (unit) {
-        case SLUICE_UNIT_PACKETS:
-            return "packets";
-        case SLUICE_UNIT_BYTES:
-            return "bytes";
-        case SLUICE_UNIT_TCP_SYN:
-            return "tcp_syn";
-        default:
-            return "unit_" + std::to_string(unit);
-    }
 }
 
 // A level that does not limit counts as gcra: it has no window state.

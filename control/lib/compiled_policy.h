@@ -40,6 +40,14 @@ struct FleetQuota {
     std::string definition_hash;
 };
 
+// What the shared bucket of a fleet quota means, as text:
+// "rate=<r>;burst=<b>;unit=<packets|bytes|tcp_syn>". The failure policy and
+// the fallback rate are not in it: they are this node's behaviour, not the
+// bucket's.
+std::string fleet_definition(uint64_t rate_per_s, uint64_t burst, uint8_t unit);
+// The first 16 hex digits of the SHA-256 of fleet_definition().
+std::string fleet_definition_hash(uint64_t rate_per_s, uint64_t burst, uint8_t unit);
+
 struct CompiledPolicy {
     sluice_policy_header header{};
     std::vector<sluice_class_entry> classes;
@@ -65,6 +73,11 @@ inline constexpr uint64_t kMinShapeDelayNs = 1'000'000;
 // shaped class has a queue of 1..SLUICE_SHAPE_QUEUE_MAX, a max delay of
 // 1 ms..SLUICE_SHAPE_MAX_DELAY_NS, a gcra aggregate limit and action limit;
 // shadow is 0 or 1, and never with a shape queue.
+// A class's fleet is 0 or 1, its fleet_unit a unit, and fleet = 1 only with
+// action limit; every FleetQuota names such a class (once, with its unit and
+// a class name), and every such class has one: a rate of 1..SLUICE_RATE_MAX,
+// a burst of 1..SLUICE_BURST_MAX, a fallback rate of 1..rate when fail_open
+// and 0 otherwise, and the definition_hash of its rate, burst and unit.
 // The class aggregate's algorithm is in range; a gcra one has an
 // aggregate_window of zeros apart from its generation; a window one has its
 // aggregate enabled, a window of SLUICE_WINDOW_MIN_NS..SLUICE_WINDOW_MAX_NS,

@@ -44,7 +44,8 @@ constexpr std::string_view kDefaultsKeys[] = {"unit",      "accuracy",        "o
                                               "class",     "shadow"};
 constexpr std::string_view kClassKeys[] = {
     "name",      "match",           "action",     "unit",        "accuracy",  "on_table_full", "prefix_v4",
-    "prefix_v6", "max_frame_bytes", "per_source", "new_sources", "aggregate", "shape",         "shadow"};
+    "prefix_v6", "max_frame_bytes", "per_source", "new_sources", "aggregate", "shape",         "shadow",
+    "fleet"};
 
 bool valid_class_name(std::string_view name) {
     if (name.empty() || name.size() > kMaxClassNameLength || name[0] < 'a' || name[0] > 'z') return false;
@@ -68,6 +69,7 @@ struct ParsedClass {
     std::string name;
     sluice_class_entry entry{};
     std::vector<PolicyPrefix> prefixes;  // class_id is filled in once ids are assigned
+    std::optional<FleetQuota> fleet;     // class_id too
 };
 
 using PrefixKey = std::tuple<uint8_t, uint8_t, std::array<uint8_t, 16>>;
@@ -197,6 +199,8 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
     if (!aggregate) return aggregate.error();
     auto shape = cls.table("shape");
     if (!shape) return shape.error();
+    auto fleet = cls.table("fleet");
+    if (!fleet) return fleet.error();
     // About shape as a whole, worded "class "x": shape needs ..." so the
     // class and the key read first.
     const auto shape_error = [&](std::string_view what) {
@@ -213,7 +217,7 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
         if (shape.value())
             return shape_error("needs action = \"limit\": action = " + quoted(action_name) +
                                " decides every packet at once, so none would wait in the queue");
-        for (std::string_view key : {"per_source", "new_sources", "aggregate"})
+        for (std::string_view key : {"per_source", "new_sources", "aggregate", "fleet"})
             if (const toml::node* level = cls.find(key))
                 return cls.at(*level, key,
                               "never applies: action = " + quoted(action_name) + " limits nothing; remove " +
@@ -281,6 +285,14 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
         auto compiled = read_shape(Fields(path_, *shape.value(), cls.field("shape")));
         if (!compiled) return compiled.error();
         entry.shape = compiled.value();
+    }
+    if (fleet.value()) {
+        auto quota = read_fleet(Fields(path_, *fleet.value(), cls.field("fleet")), settings);
+        if (!quota) return quota.error();
+        out.fleet = quota.value();
+        out.fleet->class_name = out.name;
+        entry.fleet = 1;
+        entry.fleet_unit = out.fleet->unit;
     }
     entry.on_table_full = settings.on_table_full;
     entry.prefix_v4 = settings.prefix_v4;
@@ -395,7 +407,13 @@ Result<LoadedPolicy> PolicyReader::read(const toml::table& root, const std::map<
             policy.prefixes.push_back(prefix);
         }
         loaded.class_ids[classes[i].name] = id;
+        if (classes[i].fleet) {
+            classes[i].fleet->class_id = id;
+            policy.fleet.push_back(*classes[i].fleet);
+        }
     }
+    std::sort(policy.fleet.begin(), policy.fleet.end(),
+              [](const FleetQuota& a, const FleetQuota& b) { return a.class_id < b.class_id; });
 
     mark_prefix_families(policy);
     // validate() refuses version 0, which here only means "the daemon numbers

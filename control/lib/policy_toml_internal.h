@@ -138,5 +138,7 @@ Result<Aggregate> read_aggregate(const Fields& level, const ClassSettings& inher
 Result<sluice_source_limit> read_source_level(const Fields& level, const ClassSettings& inherited);
 // A class's shape table.
 Result<sluice_shape> read_shape(const Fields& shape);
+// A class's fleet table: its FleetQuota but for class_id and class_name.
+Result<FleetQuota> read_fleet(const Fields& fleet, const ClassSettings& inherited);
 
 }  // namespace sluice::policy_toml_internal

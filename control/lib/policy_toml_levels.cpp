@@ -4,6 +4,8 @@
 // accuracy, lease), a per-source level and a shape, each checked and compiled
 // with rate_limits.h. Apart from policy_toml.cpp, which puts the tables
 // together into a policy, because each of these reads one table on its own.
+#include <algorithm>
+
 #include "policy_toml_internal.h"
 
 namespace sluice::policy_toml_internal {
@@ -29,6 +31,9 @@ constexpr std::string_view kPerSourceKeys[] = {"algorithm", "limit", "window",  
 // across CPUs (one shared table), so there is nothing to split or lease.
 constexpr std::string_view kNotPerSourceKeys[] = {"accuracy", "lease", "lease_ttl_ms"};
 constexpr std::string_view kShapeKeys[] = {"queue", "max_delay_ms"};
+constexpr std::string_view kFleetKeys[] = {"rate", "burst", "unit", "on_unavailable", "fallback_rate"};
+// on_unavailable: whether the class fails open (true) while Redis cannot be reached.
+constexpr Choice<bool> kUnavailableChoices[] = {{"open", true}, {"closed", false}};
 
 // rate, burst and unit, the keys every limit has.
 Result<HumanLimit> read_limit(const Fields& level, const ClassSettings& inherited) {
@@ -242,6 +247,59 @@ Result<sluice_shape> read_shape(const Fields& shape) {
     out.queue_packets = static_cast<uint32_t>(*queue.value());
     out.max_delay_ns = static_cast<uint64_t>(*max_delay_ms.value()) * kNsPerMs;
     return out;
+}
+
+Result<FleetQuota> read_fleet(const Fields& fleet, const ClassSettings& inherited) {
+    if (auto keys = fleet.only(kFleetKeys); !keys) return keys.error();
+    auto rate = fleet.integer("rate", 1, static_cast<int64_t>(SLUICE_RATE_MAX));
+    if (!rate) return rate.error();
+    auto burst = fleet.integer("burst", 1, static_cast<int64_t>(SLUICE_BURST_MAX));
+    if (!burst) return burst.error();
+    auto unit = fleet.choice("unit", kUnits);
+    if (!unit) return unit.error();
+    auto on_unavailable = fleet.choice("on_unavailable", kUnavailableChoices);
+    if (!on_unavailable) return on_unavailable.error();
+    auto fallback_rate = fleet.integer("fallback_rate", 1, static_cast<int64_t>(SLUICE_RATE_MAX));
+    if (!fallback_rate) return fallback_rate.error();
+    if (!rate.value()) return fleet.here("rate is required (units per second, across the fleet)");
+    // No default: whether the class admits or refuses while the quota cannot
+    // be read decides what an outage of Redis does to its traffic.
+    if (!on_unavailable.value())
+        return fleet.here(
+            "on_unavailable is required: \"open\" (admit up to fallback_rate on this node while Redis cannot be "
+            "reached) or \"closed\" (admit only the credit this node already holds, then drop)");
+
+    FleetQuota quota;
+    quota.rate_per_s = static_cast<uint64_t>(*rate.value());
+    // A tenth of a second of the fleet's rate unless stated.
+    quota.burst = burst.value() ? static_cast<uint64_t>(*burst.value())
+                                : std::min<uint64_t>(SLUICE_BURST_MAX, (quota.rate_per_s + 9) / 10);
+    quota.unit = static_cast<uint8_t>(unit.value().value_or(inherited.unit));
+    quota.fail_open = *on_unavailable.value();
+    if (quota.fail_open && !fallback_rate.value())
+        return fleet.here(
+            "fallback_rate is required with on_unavailable = \"open\" (units per second this node admits while "
+            "Redis cannot be reached)");
+    if (!quota.fail_open && fallback_rate.value())
+        return fleet.at(*fleet.find("fallback_rate"), "fallback_rate",
+                        "applies only to on_unavailable = \"open\"; with \"closed\" the node admits only the credit "
+                        "it already holds while Redis cannot be reached");
+    quota.fallback_rate_per_s = static_cast<uint64_t>(fallback_rate.value().value_or(0));
+    if (quota.fallback_rate_per_s > quota.rate_per_s)
+        return fleet.at(*fleet.find("fallback_rate"), "fallback_rate",
+                        std::to_string(quota.fallback_rate_per_s) + " exceeds the fleet's rate " +
+                            std::to_string(quota.rate_per_s) +
+                            ": one node alone would admit more than the whole fleet");
+    // Credit is leased in at most a burst: a frame that costs more could never pass.
+    if (quota.unit == SLUICE_UNIT_BYTES && quota.burst < inherited.max_frame_bytes) {
+        const std::string what = "burst " + std::to_string(quota.burst) +
+                                 " bytes is below the largest cost one packet is charged (max_frame_bytes " +
+                                 std::to_string(inherited.max_frame_bytes) + "), so such packets could never pass";
+        if (const toml::node* stated = fleet.find("burst")) return fleet.at(*stated, "burst", what);
+        return fleet.here(what + " (burst defaults to a tenth of rate); set burst");
+    }
+    quota.definition_hash = fleet_definition_hash(quota.rate_per_s, quota.burst, quota.unit);
+    return quota;
 }
 
 }  // namespace sluice::policy_toml_internal

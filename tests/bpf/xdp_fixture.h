@@ -249,6 +249,9 @@ class XdpTest : public ::testing::Test {
         return s.ok() ? s.value().at(which) - baseline_stats_.at(which) : ~0ull;
     }
 
+    // The sluice_fleet map, mapped into this process (zero when a test begins).
+    sluice_fleet_credit* fleet_credits() { return dp_->fleet_credits(); }
+
     SourceTableUsage source_table() {
         auto s = dp_->source_table();
         EXPECT_TRUE(s.ok()) << describe(s);
@@ -299,6 +302,8 @@ class XdpTest : public ::testing::Test {
         // (a class's changed limit keeps judging for one of its old bursts).
         auto reset = dp_->apply(PolicyBuilder(cpus_).add({.id = 1, .action = SLUICE_ACTION_PASS}).build());
         dp_->forget_sources();
+        // Nothing decides now: the credit an earlier test granted goes.
+        std::memset(dp_->fleet_credits(), 0, sizeof(sluice_fleet_credit) * SLUICE_MAX_CLASSES);
         auto sources = dp_->source_table();
         auto stats = dp_->stats();
         auto drained = dp_->drain_events([](const sluice_drop_event&) {});

@@ -87,6 +87,16 @@ TEST_F(XdpBuckets, EntriesFreeThemselves) { scenarios::entries_free_themselves(*
 
 // ---- address families, tags and fragments -----------------------------------------
 
+class XdpFleet : public XdpTest {};
+
+TEST_F(XdpFleet, CreditAdmitsExactlyWhatWasGranted) { scenarios::fleet_credit_admits_exactly_what_was_granted(*this); }
+
+TEST_F(XdpFleet, LocalLimitsHoldWhateverTheCredit) { scenarios::local_limits_hold_whatever_the_fleet_credit(*this); }
+
+TEST_F(XdpFleet, AClassWithoutAFleetQuotaIgnoresTheCells) {
+    scenarios::class_without_a_fleet_quota_ignores_the_cells(*this);
+}
+
 class XdpSources : public XdpTest {};
 
 TEST_F(XdpSources, Ipv4SourcesHaveTheirOwnBuckets) { scenarios::ipv4_sources_have_their_own_buckets(*this); }

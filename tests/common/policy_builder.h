@@ -111,6 +111,17 @@ struct WindowLimit {
     Unit unit = Unit::packets;
 };
 
+// A class's fleet quota as a policy states it (its `fleet` table). The
+// dataplane sees only the class entry's fleet and fleet_unit, and spends the
+// credit the test grants into the target's fleet_credits().
+struct FleetLimit {
+    uint64_t rate = 1'000'000;
+    uint64_t burst = 100'000;
+    Unit unit = Unit::packets;
+    bool fail_open = false;      // on_unavailable = "open"
+    uint64_t fallback_rate = 0;  // open only
+};
+
 struct ClassSpec {
     uint32_t id = 1;
     uint8_t action = SLUICE_ACTION_LIMIT;
@@ -126,6 +137,7 @@ struct ClassSpec {
     // Shaping (sluice-dpdk only; XDP ignores it): 0 packets is "not shaped".
     uint32_t shape_queue = 0;
     uint64_t shape_max_delay_ns = 0;
+    std::optional<FleetLimit> fleet = std::nullopt;  // held to a fleet quota too
 };
 
 // A policy in a few lines. The first class added is the default class unless
@@ -175,6 +187,21 @@ class PolicyBuilder {
                 cls.aggregate = level.value().level;
                 cls.aggregate_window = level.value().window;
             }
+        }
+        if (spec.fleet) {
+            const FleetLimit& f = *spec.fleet;
+            cls.fleet = 1;
+            cls.fleet_unit = static_cast<uint8_t>(f.unit);
+            FleetQuota quota;
+            quota.class_id = spec.id;
+            quota.class_name = "class" + std::to_string(spec.id);
+            quota.rate_per_s = f.rate;
+            quota.burst = f.burst;
+            quota.unit = cls.fleet_unit;
+            quota.fail_open = f.fail_open;
+            quota.fallback_rate_per_s = f.fallback_rate;
+            quota.definition_hash = fleet_definition_hash(f.rate, f.burst, quota.unit);
+            policy_.fleet.push_back(quota);
         }
         if (policy_.classes.empty() && !default_set_) policy_.header.default_class_id = spec.id;
         policy_.classes.push_back(cls);

@@ -43,6 +43,9 @@
 //   uint32_t cpus() const;  void use_cpu(uint32_t index);
 //       How many CPUs/workers decide, and which one runs verdicts() from now
 //       on (the first until told otherwise).
+//   sluice_fleet_credit* fleet_credits();
+//       The dataplane's fleet credit, one cell per class id
+//       (EnforcementPoint::fleet_credits), all zero when the test begins.
 //
 // Preconditions: every scenario expects a target where no policy has been
 // applied during this test, whose source table is empty and holds at least
@@ -65,6 +68,7 @@
 #include "dataplane.h"
 #include "rate_limits.h"
 #include "sluice/abi.h"
+#include "sluice/fleet.h"
 
 namespace sluice::test::scenarios {
 
@@ -888,6 +892,108 @@ inline ClassSpec window_case_class(const WindowCase& c) {
 // The reason the case's level refuses with.
 inline uint8_t window_case_reason(const WindowCase& c) {
     return c.per_source ? SLUICE_REASON_SOURCE : SLUICE_REASON_CLASS;
+}
+
+// ---- fleet quotas ---------------------------------------------------------------------
+//
+// A class held to a fleet quota spends the credit its node was granted
+// (sluice/fleet.h), after every local level admitted; the fleet's bucket
+// itself (Redis) is not here: the scenarios grant as its leaser would.
+
+// Class 1 (its sources 100 packets each) admits exactly what was granted, then
+// drops with reason fleet; more credit admits more. Class 2 (10.0.0.0/8)
+// counts its credit in bytes.
+template <class Target>
+void fleet_credit_admits_exactly_what_was_granted(Target& t) {
+    t.apply(t.policy()
+                .add({.id = 1, .per_source = packets(100), .fleet = FleetLimit{}})
+                .add({.id = 2, .fleet = FleetLimit{.rate = 1'000'000, .burst = 100'000, .unit = Unit::bytes}})
+                .prefix("10.0.0.0/8", 2)
+                .build());
+    sluice_fleet_credit* cells = t.fleet_credits();
+    sluice_fleet_credit& credit = cells[1];
+    const Bytes frame = udp_from("192.0.2.60");
+    EXPECT_EQ(t.verdicts(frame, 2), "DD");  // nothing granted yet
+    sluice_fleet_grant(&credit, 5);
+    EXPECT_EQ(t.verdicts(frame, 7), "PPPPPDD");
+    EXPECT_EQ(credit.taken, 5u);
+    EXPECT_EQ(sluice_fleet_available(&credit), 0);
+    sluice_fleet_grant(&credit, 3);
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD");
+    EXPECT_EQ(credit.granted, 8u);
+    EXPECT_EQ(credit.taken, 8u);
+
+    // Bytes: each frame costs its length; what is left of the credit must
+    // hold the whole frame.
+    const Bytes other = udp_from("10.0.0.1");
+    sluice_fleet_grant(&cells[2], 2 * other.size() + other.size() - 1);
+    EXPECT_EQ(t.verdicts(other, 3), "PPD");
+    EXPECT_EQ(cells[2].taken, 2 * other.size());
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 8u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_FLEET), 5u);
+    EXPECT_EQ(c.bytes(1, kDrop, SLUICE_REASON_FLEET), 5u * frame.size());
+    EXPECT_EQ(c.packets(2, kPass, SLUICE_REASON_ADMITTED), 2u);
+    EXPECT_EQ(c.packets(2, kDrop, SLUICE_REASON_FLEET), 1u);
+    EXPECT_EQ(c.reason(SLUICE_REASON_FLEET), 6u);
+    EXPECT_EQ(c.total(), 2u + 7 + 4 + 3);
+}
+
+// Whatever the credit says, the node's own levels hold, each refusing with
+// its own reason: class 1's sources of 2 packets and its aggregate of 3, and
+// a global ceiling of 5 that class 2 (10.0.0.0/8, a fleet quota and no
+// limit of its own) meets. Only admitted frames spend credit.
+template <class Target>
+void local_limits_hold_whatever_the_fleet_credit(Target& t) {
+    t.apply(t.policy()
+                .add({.id = 1, .per_source = packets(2), .aggregate = packets(3), .fleet = FleetLimit{}})
+                .add({.id = 2, .fleet = FleetLimit{}})
+                .prefix("10.0.0.0/8", 2)
+                .global(packets(5))
+                .build());
+    sluice_fleet_credit* cells = t.fleet_credits();
+    for (uint32_t id : {1u, 2u}) sluice_fleet_grant(&cells[id], 1'000'000);
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.61"), 3), "PPD");  // the source's 2
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.62"), 2), "PD");   // the class's 3
+    EXPECT_EQ(t.verdicts(udp_from("10.0.0.2"), 3), "PPD");    // the ceiling's 5
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 3u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 1u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_CLASS), 1u);
+    EXPECT_EQ(c.packets(2, kPass, SLUICE_REASON_ADMITTED), 2u);
+    EXPECT_EQ(c.packets(2, kDrop, SLUICE_REASON_GLOBAL), 1u);
+    EXPECT_EQ(c.reason(SLUICE_REASON_FLEET), 0u);
+    // taken == admitted, class by class.
+    EXPECT_EQ(cells[1].taken, 3u);
+    EXPECT_EQ(cells[2].taken, 2u);
+}
+
+// A class without a fleet quota never reads the cells, whatever they hold:
+// its own cell empty or overdrawn, another class's credit exhausted.
+template <class Target>
+void class_without_a_fleet_quota_ignores_the_cells(Target& t) {
+    t.apply(t.policy()
+                .add({.id = 1, .per_source = packets(3)})
+                .add({.id = 2, .fleet = FleetLimit{}})
+                .prefix("10.0.0.0/8", 2)
+                .build());
+    sluice_fleet_credit* cells = t.fleet_credits();
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.64"), 2), "PP");  // cell 1 empty
+    sluice_fleet_grant(&cells[1], -5);                       // overdrawn
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.64"), 2), "PD");  // the source's 3, nothing else
+    EXPECT_EQ(cells[1].taken, 0u);
+    EXPECT_EQ(sluice_fleet_available(&cells[1]), -5);
+    sluice_fleet_grant(&cells[2], 1);
+    EXPECT_EQ(t.verdicts(udp_from("10.0.0.3"), 2), "PD");
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.65"), 1), "P");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 4u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 1u);
+    EXPECT_EQ(c.packets(2, kDrop, SLUICE_REASON_FLEET), 1u);
+    EXPECT_EQ(c.reason(SLUICE_REASON_FLEET), 1u);
 }
 
 // ---- composition (run once per accuracy mode) ----------------------------------------

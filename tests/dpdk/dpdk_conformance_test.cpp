@@ -67,6 +67,13 @@ TEST_F(DpdkBuckets, PolicyChangeKeepsASourcesDebt) { scenarios::policy_change_ke
 TEST_F(DpdkBuckets, LowerRateGrantsNothing) { scenarios::lower_rate_grants_nothing(*this); }
 TEST_F(DpdkBuckets, EntriesFreeThemselves) { scenarios::entries_free_themselves(*this); }
 
+using DpdkFleet = DpdkTest;
+TEST_F(DpdkFleet, CreditAdmitsExactlyWhatWasGranted) { scenarios::fleet_credit_admits_exactly_what_was_granted(*this); }
+TEST_F(DpdkFleet, LocalLimitsHoldWhateverTheCredit) { scenarios::local_limits_hold_whatever_the_fleet_credit(*this); }
+TEST_F(DpdkFleet, AClassWithoutAFleetQuotaIgnoresTheCells) {
+    scenarios::class_without_a_fleet_quota_ignores_the_cells(*this);
+}
+
 // The accuracy is the bucket levels' (global, aggregate, new sources).
 class DpdkComposition : public DpdkTest, public ::testing::WithParamInterface<Accuracy> {};
 TEST_P(DpdkComposition, GlobalRefusalsSpendNoSourceTokens) {

@@ -136,6 +136,7 @@ class DpdkTest : public ::testing::Test {
         EXPECT_TRUE(s.ok()) << describe(s);
         return s.ok() ? s.value().at(which) : ~0ull;
     }
+    sluice_fleet_credit* fleet_credits() { return dp_->fleet_credits(); }
     SourceTableUsage source_table() {
         auto s = dp_->source_table();
         EXPECT_TRUE(s.ok()) << describe(s);

@@ -120,6 +120,87 @@ TEST(CompiledPolicy, ShadowIsAFlagAndNeverWithAShapeQueue) {
     EXPECT_THAT(error_of(p), HasSubstr("class 2: shadow with a shape queue"));
 }
 
+// Class 2 of two_classes() held to a fleet quota of 1000 packets/s, burst 100,
+// failing open at 300/s.
+CompiledPolicy with_fleet() {
+    CompiledPolicy p = two_classes();
+    p.classes[1].fleet = 1;
+    p.classes[1].fleet_unit = SLUICE_UNIT_PACKETS;
+    FleetQuota q;
+    q.class_id = 2;
+    q.class_name = "bulk";
+    q.rate_per_s = 1000;
+    q.burst = 100;
+    q.unit = SLUICE_UNIT_PACKETS;
+    q.fail_open = true;
+    q.fallback_rate_per_s = 300;
+    q.definition_hash = fleet_definition_hash(1000, 100, SLUICE_UNIT_PACKETS);
+    p.fleet.push_back(q);
+    return p;
+}
+
+TEST(CompiledPolicy, FleetQuotasMatchTheirClassesAndAreInRange) {
+    auto status = validate(with_fleet());
+    EXPECT_TRUE(status.ok()) << status.error().message;
+
+    CompiledPolicy p = with_fleet();
+    p.classes[1].fleet = 2;
+    EXPECT_THAT(error_of(p), HasSubstr("class 2: fleet must be 0 or 1"));
+    p = with_fleet();
+    p.classes[1].fleet_unit = SLUICE_UNIT_TCP_SYN + 1;
+    EXPECT_THAT(error_of(p), HasSubstr("class 2: fleet_unit 3 out of range"));
+    for (uint8_t action : {SLUICE_ACTION_PASS, SLUICE_ACTION_DROP}) {
+        p = with_fleet();
+        p.classes[1].action = action;
+        EXPECT_THAT(error_of(p), HasSubstr("class 2: a fleet quota, but its action is not limit"));
+    }
+    // Quota and entry agree, both ways.
+    p = with_fleet();
+    p.fleet.clear();
+    EXPECT_THAT(error_of(p), HasSubstr("class 2: fleet = 1 but no fleet quota"));
+    p = with_fleet();
+    p.classes[1].fleet = 0;
+    EXPECT_THAT(error_of(p), HasSubstr("class 2: fleet quota of a class whose entry has fleet = 0"));
+    p = with_fleet();
+    p.fleet[0].class_id = 9;
+    EXPECT_THAT(error_of(p), HasSubstr("class 9: fleet quota of a class that is not defined"));
+    p = with_fleet();
+    p.fleet.push_back(p.fleet[0]);
+    EXPECT_THAT(error_of(p), HasSubstr("class 2: fleet quota given twice"));
+    p = with_fleet();
+    p.fleet[0].class_name.clear();
+    EXPECT_THAT(error_of(p), HasSubstr("has no class name"));
+    p = with_fleet();
+    p.classes[1].fleet_unit = SLUICE_UNIT_BYTES;
+    EXPECT_THAT(error_of(p), HasSubstr("unit packets is unknown or not the entry's fleet_unit bytes"));
+    // Rates and burst.
+    for (uint64_t rate : {uint64_t{0}, uint64_t{SLUICE_RATE_MAX + 1}}) {
+        p = with_fleet();
+        p.fleet[0].rate_per_s = rate;
+        EXPECT_THAT(error_of(p), HasSubstr("class 2: fleet quota: rate " + std::to_string(rate) + " is outside 1.."));
+    }
+    for (uint64_t burst : {uint64_t{0}, uint64_t{SLUICE_BURST_MAX + 1}}) {
+        p = with_fleet();
+        p.fleet[0].burst = burst;
+        EXPECT_THAT(error_of(p), HasSubstr("class 2: fleet quota: burst " + std::to_string(burst) + " is outside 1.."));
+    }
+    for (uint64_t fallback : {uint64_t{0}, uint64_t{1001}}) {
+        p = with_fleet();
+        p.fleet[0].fallback_rate_per_s = fallback;
+        EXPECT_THAT(error_of(p), HasSubstr("fallback rate " + std::to_string(fallback) + " is outside 1..1000"));
+    }
+    p = with_fleet();
+    p.fleet[0].fail_open = false;
+    EXPECT_THAT(error_of(p), HasSubstr("a fallback rate, but it fails closed"));
+    p.fleet[0].fallback_rate_per_s = 0;
+    status = validate(p);
+    EXPECT_TRUE(status.ok()) << status.error().message;
+    // The hash is of what the quota says.
+    p = with_fleet();
+    p.fleet[0].rate_per_s = 2000;
+    EXPECT_THAT(error_of(p), HasSubstr("is not that of rate=2000;burst=100;unit=packets"));
+}
+
 TEST(CompiledPolicy, ShapedClassesAreBoundedAndDrainAtAnAggregateRate) {
     CompiledPolicy p = two_classes();
     p.classes[1].aggregate = make_level(1000, 100);

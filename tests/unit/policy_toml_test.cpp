@@ -5,9 +5,11 @@
 
 #include <cstring>
 #include <string>
+#include <tuple>
 
 #include "policy_toml.h"
 #include "rate_limits.h"
+#include "version_store.h"
 
 namespace sluice::test {
 namespace {
@@ -852,6 +854,178 @@ shape = { queue = 1024, max_delay_ms = 50 }
     auto loaded = load(bulk_class("name = \"bulk\"\nshape = { queue = 1024, max_delay_ms = 50 }\n"));
     ASSERT_FALSE(loaded.ok());
     EXPECT_EQ(loaded.error().setting, "class \"bulk\".shape");
+}
+
+// ---- fleet quotas ---------------------------------------------------------------------
+
+// "bulk" with `fleet = <table>` on line 5 (column 9 opens the table), after `before`.
+std::string fleet_class(std::string_view table, std::string_view before = "") {
+    return level_class("fleet", table, before);
+}
+
+constexpr std::string_view kFleetOpen =
+    R"({ rate = 2_000_000, burst = 100_000, unit = "packets", on_unavailable = "open", fallback_rate = 700_000 })";
+
+const FleetQuota* quota_of(const LoadedPolicy& policy, const std::string& name) {
+    for (const FleetQuota& q : policy.compiled.fleet)
+        if (q.class_name == name) return &q;
+    return nullptr;
+}
+
+TEST(PolicyToml, AFleetTableCompilesToAQuotaAndTheClassEntry) {
+    const LoadedPolicy policy = load_ok(fleet_class(kFleetOpen));
+    const sluice_class_entry& bulk = entry(policy, "bulk");
+    EXPECT_EQ(bulk.fleet, 1);
+    EXPECT_EQ(bulk.fleet_unit, SLUICE_UNIT_PACKETS);
+    EXPECT_EQ(entry(policy, "default").fleet, 0);
+    ASSERT_EQ(policy.compiled.fleet.size(), 1u);
+    const FleetQuota& q = policy.compiled.fleet[0];
+    EXPECT_EQ(q.class_id, policy.class_ids.at("bulk"));
+    EXPECT_EQ(q.class_name, "bulk");
+    EXPECT_EQ(q.rate_per_s, 2'000'000u);
+    EXPECT_EQ(q.burst, 100'000u);
+    EXPECT_EQ(q.unit, SLUICE_UNIT_PACKETS);
+    EXPECT_TRUE(q.fail_open);
+    EXPECT_EQ(q.fallback_rate_per_s, 700'000u);
+    // The first 16 hex digits of SHA-256("rate=2000000;burst=100000;unit=packets").
+    EXPECT_EQ(q.definition_hash, "ad89995ec349ed67");
+    EXPECT_EQ(q.definition_hash, sha256_hex("rate=2000000;burst=100000;unit=packets").substr(0, 16));
+
+    // Closed: no fallback. burst defaults to a tenth of rate (rounded up),
+    // unit to the class's (here from [defaults]).
+    const LoadedPolicy closed =
+        load_ok("[defaults]\nunit = \"tcp_syn\"\n" + fleet_class(R"({ rate = 15, on_unavailable = "closed" })"));
+    const FleetQuota* c = quota_of(closed, "bulk");
+    ASSERT_NE(c, nullptr);
+    EXPECT_FALSE(c->fail_open);
+    EXPECT_EQ(c->fallback_rate_per_s, 0u);
+    EXPECT_EQ(c->burst, 2u);
+    EXPECT_EQ(c->unit, SLUICE_UNIT_TCP_SYN);
+    EXPECT_EQ(entry(closed, "bulk").fleet_unit, SLUICE_UNIT_TCP_SYN);
+    // The class's own unit; the fleet's may differ from the class's levels'.
+    const LoadedPolicy bytes = load_ok(fleet_class(R"({ rate = 1_000_000, on_unavailable = "closed" })",
+                                                   "unit = \"bytes\"\naggregate = { rate = 10, burst = 10, "
+                                                   "unit = \"packets\" }\n"));
+    EXPECT_EQ(quota_of(bytes, "bulk")->unit, SLUICE_UNIT_BYTES);
+    EXPECT_EQ(quota_of(bytes, "bulk")->burst, 100'000u);
+    // A burst past SLUICE_BURST_MAX by default is capped there.
+    EXPECT_EQ(quota_of(load_ok(fleet_class(R"({ rate = 100_000_000_000, on_unavailable = "closed" })")), "bulk")->burst,
+              SLUICE_BURST_MAX);
+
+    // As a standard table, with the bounds themselves.
+    const LoadedPolicy edges = load_ok(bulk_class(R"toml(name = "bulk"
+[class.fleet]
+rate = 100_000_000_000
+burst = 4_000_000_000
+on_unavailable = "open"
+fallback_rate = 100_000_000_000
+)toml"));
+    EXPECT_EQ(quota_of(edges, "bulk")->rate_per_s, SLUICE_RATE_MAX);
+    EXPECT_EQ(quota_of(edges, "bulk")->burst, SLUICE_BURST_MAX);
+    EXPECT_EQ(quota_of(edges, "bulk")->fallback_rate_per_s, SLUICE_RATE_MAX);
+
+    // Several: by class id, each with its own.
+    const LoadedPolicy two = load_ok(R"toml([[class]]
+name = "default"
+fleet = { rate = 10, burst = 5, on_unavailable = "closed" }
+[[class]]
+name = "bulk"
+match = ["10.0.0.0/8"]
+fleet = { rate = 20, burst = 5, on_unavailable = "closed" }
+)toml",
+                                     Ids{{"bulk", 7}, {"default", 3}});
+    ASSERT_EQ(two.compiled.fleet.size(), 2u);
+    EXPECT_EQ(two.compiled.fleet[0].class_name, "default");
+    EXPECT_EQ(two.compiled.fleet[0].class_id, 3u);
+    EXPECT_EQ(two.compiled.fleet[1].class_name, "bulk");
+    EXPECT_EQ(two.compiled.fleet[1].class_id, 7u);
+    EXPECT_NE(two.compiled.fleet[0].definition_hash, two.compiled.fleet[1].definition_hash);
+}
+
+TEST(PolicyToml, FleetRefusalsNameTheKeyAndWhere) {
+    // The failure policy must be explicit.
+    EXPECT_THAT(error_of(fleet_class(R"({ rate = 10, burst = 5 })")),
+                StartsWith("p.toml:5:9: class \"bulk\".fleet: on_unavailable is required: \"open\""));
+    EXPECT_THAT(error_of(fleet_class(R"({ rate = 10, on_unavailable = "closed", fallback_rate = 5 })")),
+                StartsWith("p.toml:5:65: class \"bulk\".fleet.fallback_rate: applies only to on_unavailable = "
+                           "\"open\""));
+    EXPECT_THAT(error_of(fleet_class(R"({ rate = 10, on_unavailable = "open" })")),
+                StartsWith("p.toml:5:9: class \"bulk\".fleet: fallback_rate is required with on_unavailable = "
+                           "\"open\""));
+    EXPECT_THAT(error_of(fleet_class(R"({ rate = 10, on_unavailable = "maybe" })")),
+                StartsWith("p.toml:5:39: class \"bulk\".fleet.on_unavailable: expected one of \"open\", \"closed\", "
+                           "got a string (\"maybe\")"));
+    EXPECT_THAT(error_of(fleet_class(R"({ rate = 10, on_unavailable = "open", fallback_rate = 11 })")),
+                StartsWith("p.toml:5:63: class \"bulk\".fleet.fallback_rate: 11 exceeds the fleet's rate 10"));
+    EXPECT_THAT(error_of(fleet_class(R"({ rate = 10, on_unavailable = "open", fallback_rate = 0 })")),
+                StartsWith("p.toml:5:63: class \"bulk\".fleet.fallback_rate: expected an integer in 1..100000000000"));
+    // Unit, rate and burst.
+    EXPECT_THAT(error_of(fleet_class(R"({ rate = 10, unit = "frames", on_unavailable = "closed" })")),
+                StartsWith("p.toml:5:29: class \"bulk\".fleet.unit: expected one of \"packets\", \"bytes\", "
+                           "\"tcp_syn\", got a string (\"frames\")"));
+    EXPECT_THAT(error_of(fleet_class(R"({ burst = 10, on_unavailable = "closed" })")),
+                StartsWith("p.toml:5:9: class \"bulk\".fleet: rate is required"));
+    EXPECT_THAT(error_of(fleet_class(R"({ rate = 0, on_unavailable = "closed" })")),
+                StartsWith("p.toml:5:18: class \"bulk\".fleet.rate: expected an integer in 1..100000000000, got 0"));
+    EXPECT_THAT(error_of(fleet_class(R"({ rate = 10, burst = 4_000_000_001, on_unavailable = "closed" })")),
+                StartsWith("p.toml:5:30: class \"bulk\".fleet.burst: expected an integer in 1..4000000000"));
+    EXPECT_THAT(error_of(fleet_class(R"({ rate = 10, unit = "bytes", burst = 1500, on_unavailable = "closed" })")),
+                StartsWith("p.toml:5:46: class \"bulk\".fleet.burst: burst 1500 bytes is below the largest cost one "
+                           "packet is charged (max_frame_bytes 9216)"));
+    EXPECT_THAT(error_of(fleet_class(R"({ rate = 10_000, unit = "bytes", on_unavailable = "closed" })")),
+                StartsWith("p.toml:5:9: class \"bulk\".fleet: burst 1000 bytes is below the largest cost"));
+    // Unknown keys inside the table, and a table it must be.
+    EXPECT_THAT(error_of(fleet_class(R"({ rate = 10, on_unavailable = "closed", lease = 5 })")),
+                StartsWith("p.toml:5:49: class \"bulk\".fleet.lease: unknown key; allowed here: rate, burst, unit, "
+                           "on_unavailable, fallback_rate"));
+    EXPECT_THAT(error_of(fleet_class("2000000")),
+                StartsWith("p.toml:5:9: class \"bulk\".fleet: expected a table, got an integer (2000000)"));
+    // Only a class that limits spends credit.
+    for (std::string_view action : {"pass", "drop"})
+        EXPECT_THAT(error_of(fleet_class(kFleetOpen, "action = \"" + std::string(action) + "\"\n")),
+                    StartsWith("p.toml:6:9: class \"bulk\".fleet: never applies: action = \"" + std::string(action) +
+                               "\" limits nothing; remove fleet or use action = \"limit\""));
+}
+
+TEST(PolicyToml, TheFleetDefinitionHashIsWhatTheSharedBucketMeans) {
+    const auto hash = [](std::string_view table) {
+        const LoadedPolicy policy = load_ok(fleet_class(table));
+        const FleetQuota* q = quota_of(policy, "bulk");
+        return q ? q->definition_hash : std::string();
+    };
+    const std::string base = hash(R"({ rate = 100, burst = 10, on_unavailable = "closed" })");
+    ASSERT_EQ(base.size(), 16u);
+    EXPECT_EQ(base.find_first_not_of("0123456789abcdef"), std::string::npos);
+    // Stable: however it is written, and whatever this node does without Redis.
+    EXPECT_EQ(hash(R"({ rate = 100, burst = 10, on_unavailable = "closed" })"), base);
+    EXPECT_EQ(hash(R"({ on_unavailable = "closed", burst = 0xa, unit = "packets", rate = 1_00 })"), base);
+    EXPECT_EQ(hash(R"({ rate = 100, burst = 10, on_unavailable = "open", fallback_rate = 50 })"), base);
+    EXPECT_EQ(hash(R"({ rate = 100, burst = 10, on_unavailable = "open", fallback_rate = 1 })"), base);
+    EXPECT_EQ(hash(R"({ rate = 100, on_unavailable = "closed" })"), base);  // burst's default is rate / 10
+    // Changed by what the bucket means.
+    EXPECT_NE(hash(R"({ rate = 101, burst = 10, on_unavailable = "closed" })"), base);
+    EXPECT_NE(hash(R"({ rate = 100, burst = 11, on_unavailable = "closed" })"), base);
+    EXPECT_NE(hash(R"({ rate = 100, burst = 10, unit = "tcp_syn", on_unavailable = "closed" })"), base);
+    EXPECT_EQ(base, fleet_definition_hash(100, 10, SLUICE_UNIT_PACKETS));
+    EXPECT_EQ(fleet_definition(100, 10, SLUICE_UNIT_TCP_SYN), "rate=100;burst=10;unit=tcp_syn");
+}
+
+TEST(PolicyToml, AFleetTableSurvivesTheCanonicalText) {
+    const std::string text = fleet_class(kFleetOpen);
+    auto canonical = canonical_policy_text(text, "p.toml");
+    ASSERT_TRUE(canonical.ok()) << canonical.error().message;
+    EXPECT_THAT(canonical.value(), HasSubstr("[class.fleet]"));
+    EXPECT_THAT(canonical.value(), HasSubstr("on_unavailable = \"open\""));
+    EXPECT_THAT(canonical.value(), HasSubstr("fallback_rate = 700000"));
+    const LoadedPolicy before = load_ok(text), after = load_ok(canonical.value());
+    const FleetQuota *a = quota_of(before, "bulk"), *b = quota_of(after, "bulk");
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(std::tie(a->class_id, a->class_name, a->rate_per_s, a->burst, a->unit, a->fail_open,
+                       a->fallback_rate_per_s, a->definition_hash),
+              std::tie(b->class_id, b->class_name, b->rate_per_s, b->burst, b->unit, b->fail_open,
+                       b->fallback_rate_per_s, b->definition_hash));
+    EXPECT_EQ(std::memcmp(&entry(before, "bulk"), &entry(after, "bulk"), sizeof(sluice_class_entry)), 0);
 }
 
 TEST(PolicyToml, GlobalCeilingIsEnabledOnlyWhenPresent) {
