@@ -143,6 +143,7 @@ void SluiceWorld::start_daemon() {
     std::vector<std::string> argv = daemon_wrapper_;
     for (const auto& arg : {binary_from_env("SLUICED"), std::string("--config"), config_path()}) argv.push_back(arg);
     write_file(log_path(), read_file(log_path()) + "---- " + join_argv(argv) + "\n");
+    daemon_started_unix_ns_ = unix_now_ns();
     daemon_pid_ = spawn(argv, SpawnOptions{.stdout_path = scratch("sluiced.stdout"),
                                            .stderr_path = log_path(),
                                            .netns_path = netns_path(),

@@ -113,6 +113,8 @@ class SluiceWorld {
     void set_daemon_wrapper(std::vector<std::string> wrapper) { daemon_wrapper_ = std::move(wrapper); }
 
     pid_t daemon_pid() const { return daemon_pid_; }
+    // CLOCK_REALTIME (ns) just before the last start_daemon() spawned it.
+    int64_t daemon_started_unix_ns() const { return daemon_started_unix_ns_; }
 
     const std::string& dir() const { return dir_; }
     std::string socket_path() const { return dir_ + "/sluiced.sock"; }
@@ -189,6 +191,7 @@ class SluiceWorld {
     std::string dir_;  // temp dir, removed in teardown
     std::vector<std::string> daemon_wrapper_;
     pid_t daemon_pid_ = -1;
+    int64_t daemon_started_unix_ns_ = 0;
     int ctl_runs_ = 0;
     bool torn_down_ = false;
 };
