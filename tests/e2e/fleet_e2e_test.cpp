@@ -381,7 +381,7 @@ class FleetE2E : public SluiceE2E {
     // Every node offering about the quota for 4 s: the fleet admits at most
     // the bound over the run, and at least 95% of the rate once the leases
     // have grown (between 1.0 s and 3.5 s into the flood, from the daemons'
-    // counters; the window is taken as long as it can have been). The whole
+    // counters). The whole
     // run's share of rate·T is printed: each node's lease starts at
     // min_lease and doubles per round, so the first ~0.3 s lose part of the
     // quota, which the initial burst does not make up.
@@ -398,12 +398,16 @@ class FleetE2E : public SluiceE2E {
             1000ms);
         ASSERT_TRUE(run.ok);
         const double upper = bound(run);
-        const double window = second.at_s - first.at_s + (first.spread_s + second.spread_s) / 2;
+        // Each node's counter was read within its sample's spread: the
+        // window between the midpoints is off by at most half of both spreads
+        // (printed), either way.
+        const double window = second.at_s - first.at_s;
         const double steady = static_cast<double>(second.pass - first.pass) / window;
         figure_run(key, run, upper,
                    figure(100.0 * static_cast<double>(run.admitted) / (kRate * run.t_lower)) +
                        "% of rate·T over the whole run; steady " + figure(steady) +
-                       "/s = " + figure(100 * steady / kRate) + "% of the rate over " + secs(window) + " s");
+                       "/s = " + figure(100 * steady / kRate) + "% of the rate over " + secs(window) +
+                       " s (samples took " + secs(first.spread_s) + " and " + secs(second.spread_s) + " s)");
         EXPECT_LE(static_cast<double>(run.admitted), upper) << "the fleet admitted more than its quota";
         EXPECT_GE(steady, 0.95 * kRate) << "the fleet admitted less than 95% of its quota once leasing";
         for (size_t i = 0; i < kNodes; ++i) EXPECT_GT(run.received[i], 0u) << "node " << i << " got no share";
