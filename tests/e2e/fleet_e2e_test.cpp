@@ -410,7 +410,22 @@ class FleetE2E : public SluiceE2E {
                        " s (samples took " + secs(first.spread_s) + " and " + secs(second.spread_s) + " s)");
         EXPECT_LE(static_cast<double>(run.admitted), upper) << "the fleet admitted more than its quota";
         EXPECT_GE(steady, 0.95 * kRate) << "the fleet admitted less than 95% of its quota once leasing";
-        for (size_t i = 0; i < kNodes; ++i) EXPECT_GT(run.received[i], 0u) << "node " << i << " got no share";
+        for (size_t i = 0; i < kNodes; ++i) {
+            EXPECT_GT(run.received[i], 0u) << "node " << i << " got no share";
+            ASSERT_TRUE(run.reports[i]);
+            // Every frame of the class was decided: passed, or dropped for
+            // want of fleet credit (the node's own per-source limit is far off).
+            const auto stats = node(i).stats();
+            ASSERT_TRUE(stats);
+            json drops = json::object();
+            for (const auto& c : interface_stats(*stats, "sl0").value("classes", json::array()))
+                if (c.value("name", "") == kClass) drops = c.value("drops_by_reason", json::object());
+            figure_line("node" + std::to_string(i) + "-drops", drops.dump());
+            EXPECT_EQ(class_counter(*stats, kClass, "pass_packets"), run.received[i]) << "node " << i;
+            EXPECT_EQ(drops.value("fleet", uint64_t{0}), run.reports[i]->flow(kClass).sent - run.received[i])
+                << "node " << i;
+            EXPECT_EQ(drops.size(), 1u) << "node " << i << " dropped for other reasons: " << drops.dump();
+        }
     }
 
     // Drops every packet node i sends to the hub (Redis stays up).
