@@ -145,7 +145,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config, std::unique_
     auto server = ControlServer::listen(server_options);
     if (!server) return server.error();
 
-    auto policy = std::make_unique<PolicyService>(std::move(store.value()), PolicyLoadOptions{host->cpus()});
+    const PolicyLoadOptions load_options{.cpus = host->cpus(), .fleet_leasing = !config.fleet.servers.empty()};
+    auto policy = std::make_unique<PolicyService>(std::move(store.value()), load_options);
     std::unique_ptr<Daemon> daemon(
         new Daemon(std::move(config), std::move(host), std::move(policy), std::move(server.value())));
     if (Status served = daemon->register_handlers(); !served) return served.error();

@@ -81,7 +81,8 @@ struct PrefixOwner {
 
 class PolicyReader {
   public:
-    PolicyReader(std::string_view path, const PolicyLoadOptions& options) : path_(path), cpus_(options.cpus) {}
+    PolicyReader(std::string_view path, const PolicyLoadOptions& options)
+        : path_(path), cpus_(options.cpus), fleet_leasing_(options.fleet_leasing) {}
 
     Result<LoadedPolicy> read(const toml::table& root, const std::map<std::string, uint32_t>& previous_ids);
 
@@ -94,6 +95,7 @@ class PolicyReader {
 
     std::string_view path_;
     uint32_t cpus_;
+    bool fleet_leasing_;
     ClassSettings defaults_;
     uint8_t non_ip_verdict_ = SLUICE_VERDICT_PASS;
     uint8_t malformed_verdict_ = SLUICE_VERDICT_DROP;
@@ -287,7 +289,10 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
         entry.shape = compiled.value();
     }
     if (fleet.value()) {
-        auto quota = read_fleet(Fields(path_, *fleet.value(), cls.field("fleet")), settings);
+        const Fields fleet_fields(path_, *fleet.value(), cls.field("fleet"));
+        if (!fleet_leasing_)
+            return fleet_fields.here("this daemon has no [fleet] servers in its config to lease the quota from");
+        auto quota = read_fleet(fleet_fields, settings);
         if (!quota) return quota.error();
         out.fleet = quota.value();
         out.fleet->class_name = out.name;

@@ -17,6 +17,9 @@ namespace sluice {
 
 struct PolicyLoadOptions {
     uint32_t cpus = 1;  // possible CPUs: split shares and default lease sizes depend on it
+    // Whether the daemon can lease fleet quotas (its config has [fleet]):
+    // without, a class's fleet table is refused rather than never leased.
+    bool fleet_leasing = true;
 };
 
 struct LoadedPolicy {

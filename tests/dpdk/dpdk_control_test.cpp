@@ -22,6 +22,7 @@
 #include "common/http_get.h"
 #include "daemon.h"
 #include "dpdk_fixture.h"
+#include "fleet/redis_server.h"
 
 namespace sluice::test {
 namespace {
@@ -81,6 +82,7 @@ class DpdkControl : public ::testing::Test {
         config.state_dir = dir_ + "/state";
         config.metrics_address = "127.0.0.1:0";
         config.log_level = LogLevel::warn;
+        ASSERT_NO_FATAL_FAILURE(configure(config));
         std::vector<FixedPort> ports;
         ports.push_back(FixedPort{"ring0", std::move(dp.value())});
         auto daemon = Daemon::start_fixed(std::move(config), std::move(ports), 1);
@@ -108,6 +110,9 @@ class DpdkControl : public ::testing::Test {
         std::error_code ignored;
         if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
     }
+
+    // What a test's fixture adds to the daemon's config before it starts.
+    virtual void configure(DaemonConfig&) {}
 
     static int worker_main(void* self) {
         auto* test = static_cast<DpdkControl*>(self);
@@ -253,6 +258,111 @@ TEST_F(DpdkControl, RollbackThroughTheSocketUnblocksAgain) {
     for (const Bytes& frame : port_->sent()) sent[source_of(frame)]++;
     EXPECT_EQ(sent[kBlockedAfter], 0u);
     EXPECT_EQ(sent[kOther], 10u);
+}
+
+// sluice-dpdk leases a fleet quota through the same control-library code as
+// sluiced (the daemon's FleetLeaser over the dataplane's credit cells): a
+// flood far above the quota forwards what Redis granted, no more, and when
+// Redis dies a closed quota falls back once, counted, and admits only what
+// it held.
+class DpdkFleetControl : public DpdkControl {
+  protected:
+    void SetUp() override {
+        SLUICE_REQUIRE_REDIS();
+        redis_ = std::make_unique<RedisServer>();
+        ASSERT_TRUE(redis_->error().empty()) << redis_->error();
+        DpdkControl::SetUp();
+    }
+    void TearDown() override {
+        DpdkControl::TearDown();  // the daemon returns its leases while Redis still runs
+        redis_.reset();
+    }
+    void configure(DaemonConfig& config) override {
+        config.fleet.servers = {redis_->endpoint()};
+        config.fleet.lease_period_ms = kLeasePeriodMs;
+        config.fleet.unavailable_after_ms = 300;
+    }
+    // Frames of kOther forwarded so far.
+    uint64_t forwarded() {
+        collect_sent();
+        return sent_by_source_[kOther];
+    }
+    // The daemon's only fleet account, from `status`.
+    json fleet_account() {
+        const json status = ctl_json({"status"});
+        const json& quotas = status["fleet"]["quotas"];
+        return quotas.size() == 1 ? quotas[0] : json();
+    }
+
+    static constexpr uint32_t kLeasePeriodMs = 100;
+    std::unique_ptr<RedisServer> redis_;
+};
+
+constexpr std::string_view kFleetPolicy = R"(
+[[class]]
+name = "default"
+per_source = { rate = 100_000_000, burst = 100_000_000 }
+
+[[class]]
+name = "tenant"
+match = ["192.0.2.0/24"]
+fleet = { rate = 2000, burst = 400, on_unavailable = "closed" }
+)";
+
+TEST_F(DpdkFleetControl, AFloodForwardsWhatRedisGrantedAndAClosedQuotaStopsWithoutIt) {
+    ASSERT_EQ(ctl({"policy", "push", write_policy(kFleetPolicy, "fleet.toml")}), 0);
+    start_traffic();  // kOther alone is counted: one source of the tenant, flooding
+    const auto begin = std::chrono::steady_clock::now();
+    const uint64_t at_begin = forwarded();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const uint64_t leased = forwarded() - at_begin;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+
+    const json account = fleet_account();
+    ASSERT_TRUE(account.is_object()) << ctl_json({"status"}).dump();
+    EXPECT_EQ(account["state"], "leasing");
+    EXPECT_EQ(account["class"], "tenant");
+    EXPECT_EQ(account["interface"], "ring0");
+    EXPECT_EQ(account["policy_version"], 1);
+    EXPECT_EQ(account["key"].get<std::string>().rfind("sluice:{tenant:", 0), 0u) << account.dump();
+
+    // Both traffic sources are in the tenant: the quota is shared between
+    // them, so the bound applies to their sum. H: a lease period plus the
+    // time between the lease being granted and its exchange's return.
+    collect_sent();
+    const uint64_t tenant = sent_by_source_[kOther] + sent_by_source_[kBlockedBefore];
+    const double bound = 400 + 2000 * (seconds + 2 * kLeasePeriodMs / 1000.0) + 1.0;
+    std::printf("[figure] dpdk fleet: %llu frames forwarded in %.2f s (bound %.0f, rate x T %.0f)\n",
+                static_cast<unsigned long long>(tenant), seconds, bound, 2000 * seconds);
+    EXPECT_LE(static_cast<double>(tenant), bound);
+    EXPECT_GT(leased, 0u);
+
+    const json stats = ctl_json({"stats"});
+    uint64_t fleet_drops = 0;
+    for (const json& cls : stats["interfaces"][0]["classes"])
+        if (cls["name"] == "tenant") fleet_drops = cls["drops_by_reason"].value("fleet", uint64_t{0});
+    EXPECT_GT(fleet_drops, 0u) << "a flood above the quota was never refused for want of credit";
+
+    redis_->kill();
+    json fallen;
+    for (int i = 0; i < 50; i++) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        fallen = fleet_account();
+        if (fallen.value("state", "") == "fallback") break;
+    }
+    EXPECT_EQ(fallen["state"], "fallback") << fallen.dump();
+    EXPECT_EQ(fallen["fallbacks"], 1);
+    // Closed: whatever it still held is spent within a moment, then nothing passes.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    collect_sent();
+    const uint64_t settled = sent_by_source_[kOther] + sent_by_source_[kBlockedBefore];
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    collect_sent();
+    const uint64_t later = sent_by_source_[kOther] + sent_by_source_[kBlockedBefore];
+    std::printf("[figure] dpdk fleet closed fallback: %llu frames forwarded in the 0.7 s after fallback\n",
+                static_cast<unsigned long long>(later - settled));
+    EXPECT_EQ(later, settled) << "a closed quota admitted without a lease";
+    EXPECT_EQ(fleet_account()["fallbacks"], 1) << "fallback counted more than once";
 }
 
 }  // namespace

@@ -942,6 +942,14 @@ fleet = { rate = 20, burst = 5, on_unavailable = "closed" }
     EXPECT_NE(two.compiled.fleet[0].definition_hash, two.compiled.fleet[1].definition_hash);
 }
 
+TEST(PolicyToml, AFleetTableNeedsADaemonThatLeases) {
+    auto loaded =
+        load_policy_toml(fleet_class(kFleetOpen), "p.toml", {}, PolicyLoadOptions{.cpus = 4, .fleet_leasing = false});
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_THAT(loaded.error().message,
+                StartsWith("p.toml:5:9: class \"bulk\".fleet: this daemon has no [fleet] servers in its config"));
+}
+
 TEST(PolicyToml, FleetRefusalsNameTheKeyAndWhere) {
     // The failure policy must be explicit.
     EXPECT_THAT(error_of(fleet_class(R"({ rate = 10, burst = 5 })")),
