@@ -31,6 +31,7 @@ struct FleetLeaser::Account {
     uint64_t fallback_granted_total = 0;
     uint64_t exchanges = 0, failures = 0, fallbacks = 0;
     uint64_t last_lease = 0;
+    uint64_t exchange_ns = 0;
 };
 
 namespace {
@@ -225,8 +226,11 @@ std::optional<Error> FleetLeaser::lease_one_locked(Account& a, const Error* skip
     if (skip_error) {
         error = *skip_error;
     } else {
+        const auto sent = Clock::now();
         auto exchanged = script_.exchange(client_, a.key, a.spec, request, returned);
         if (exchanged) {
+            a.exchange_ns += static_cast<uint64_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - sent).count());
             const auto granted = static_cast<int64_t>(exchanged.value().granted);
             const int64_t given_back = open_fallback ? std::max<int64_t>(avail, 0) : returned;
             sluice_fleet_grant(a.cell, granted - given_back);
@@ -304,7 +308,8 @@ std::vector<FleetClassStatus> FleetLeaser::status() const {
                                        .exchanges = a->exchanges,
                                        .failures = a->failures,
                                        .fallbacks = a->fallbacks,
-                                       .last_lease = a->last_lease});
+                                       .last_lease = a->last_lease,
+                                       .exchange_ns = a->exchange_ns});
     }
     return out;
 }

@@ -109,6 +109,7 @@ struct FleetClassStatus {
     uint64_t failures = 0;                // failed (or skipped) exchanges
     uint64_t fallbacks = 0;               // transitions leasing -> fallback
     uint64_t last_lease = 0;              // units asked for in the last exchange
+    uint64_t exchange_ns = 0;             // time spent in successful exchanges (round trips included)
 };
 
 class FleetLeaser {
