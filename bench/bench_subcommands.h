@@ -47,9 +47,22 @@ struct DpdkBenchOptions {
     uint32_t size = 64;  // frame bytes
 };
 
+struct FleetBenchOptions {
+    uint64_t seconds = 3;                     // T, per node count
+    uint64_t rate = 100'000;                  // the fleet quota, units per second
+    uint64_t burst = 10'000;                  // its bucket depth
+    uint64_t period_ms = 100;                 // P, the leasers' lease period
+    uint64_t nodes = 3;                       // runs with 1 .. nodes local nodes
+    uint64_t offered_percent = 200;           // offered load in total, % of rate
+    uint64_t idle = 10;                       // idle fleet quotas per node besides the busy one (no traffic)
+    std::vector<uint64_t> threads{1, 4, 16};  // the capacity runs' concurrent clients
+    uint64_t capacity_ms = 2000;              // per capacity run
+};
+
 Status run_decide(const CommonOptions& common, const DecideOptions& options, Json& report);
 Status run_veth(const CommonOptions& common, const VethOptions& options, Json& report);
 Status run_memory(const CommonOptions& common, const MemoryOptions& options, Json& report);
+Status run_fleet(const CommonOptions& common, const FleetBenchOptions& options, Json& report);
 #ifdef SLUICE_BENCH_DPDK  // built with -Ddpdk (bench_dpdk.cpp)
 Status run_dpdk(const CommonOptions& common, const DpdkBenchOptions& options, Json& report);
 #endif

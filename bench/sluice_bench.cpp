@@ -145,6 +145,36 @@ int main(int argc, char** argv) {
     memory_command.option("--capacity6", "N", memory.capacity6, uint32_t{1} << 12, "IPv6 table entries")
         ->check(power_of_two(1024, 1u << 24));
 
+    FleetBenchOptions fleet;
+    Subcommand fleet_command(
+        app, "fleet",
+        "fleet quotas: Redis round trips and ops/s for 1..N local nodes sharing one quota, admitted vs the bound, "
+        "and EVALSHA exchanges per second one Redis takes (needs redis-server, not root)",
+        common, json_help, [&](Json& report) { return run_fleet(common, fleet, report); });
+    fleet_command.option("--seconds", "S", fleet.seconds, uint64_t{1}, "T, per node count")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{3600}));
+    fleet_command.option("--rate", "N", fleet.rate, "the fleet quota, units per second")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}));
+    fleet_command.option("--burst", "N", fleet.burst, "the quota's burst, units")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000'000}));
+    fleet_command.option("--period-ms", "MS", fleet.period_ms, "P, the lease period")
+        ->check(CLI::Range(uint64_t{10}, uint64_t{10'000}));
+    fleet_command.option("--nodes", "N", fleet.nodes, uint64_t{2}, "runs with 1, 2, .. N local nodes")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{16}));
+    fleet_command.option("--offered", "PERCENT", fleet.offered_percent, "load offered in total, % of the rate")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{10'000}));
+    fleet_command
+        .option("--idle", "N", fleet.idle,
+                "idle fleet quotas per node besides the busy one (no traffic offered; each its own key)")
+        ->check(CLI::Range(uint64_t{0}, uint64_t{SLUICE_MAX_CLASSES - 2}));
+    fleet_command
+        .option("--threads", "LIST", fleet.threads, std::vector<uint64_t>{1, 4},
+                "the capacity runs' concurrent clients, comma-separated")
+        ->delimiter(',')
+        ->check(CLI::Range(uint64_t{1}, uint64_t{256}));
+    fleet_command.option("--capacity-ms", "MS", fleet.capacity_ms, uint64_t{300}, "per capacity run")
+        ->check(CLI::Range(uint64_t{10}, uint64_t{600'000}));
+
 #ifdef SLUICE_BENCH_DPDK
     DpdkBenchOptions dpdk;
     Subcommand dpdk_command(app, "dpdk",
@@ -164,7 +194,7 @@ int main(int argc, char** argv) {
         "ratios within one run only.");
     if (const auto exit = sluice::parse_command_line(app, argc, argv, kBadValueExit)) return *exit;
 
-    const std::vector<const Subcommand*> commands = {&decide_command, &veth_command, &memory_command,
+    const std::vector<const Subcommand*> commands = {&decide_command, &veth_command, &memory_command, &fleet_command,
 #ifdef SLUICE_BENCH_DPDK
                                                      &dpdk_command
 #endif

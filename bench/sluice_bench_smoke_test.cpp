@@ -3,8 +3,12 @@
 // silently: each must finish, write a JSON report holding figures, and leave
 // no namespace or bpffs entry of its own behind. The figures' values are
 // never checked: this machine's timings are noise, not a pass/fail signal.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
@@ -137,6 +141,70 @@ TEST_F(BenchSmoke, VethReportsPpsForEveryReceiverAndAPlot) {
     }
     EXPECT_EQ(receivers, (std::set<std::string>{"baseline", "sluice", "nftables", "iptables"}));
     EXPECT_TRUE(fs::exists(dir_ / "veth.png")) << "no plot next to the JSON";
+}
+
+// fleet needs redis-server, not BPF: its own fixture.
+class FleetBenchSmoke : public BenchSmoke {
+  protected:
+    void SetUp() override {
+        if (std::system("command -v redis-server >/dev/null 2>&1") != 0) {
+            if (sluice::test::privileged_suites_required())
+                FAIL() << "SLUICE_REQUIRE_PRIVILEGED is set but redis-server is not in PATH";
+            GTEST_SKIP() << "skipped: needs redis-server in PATH";
+        }
+        dir_ = fs::temp_directory_path() / ("sluice-bench-smoke-" + std::to_string(getpid()));
+        fs::create_directories(dir_);
+    }
+};
+
+// Whether something accepts TCP connections on 127.0.0.1:port.
+bool listening(uint16_t port) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool connected = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    return connected;
+}
+
+TEST_F(FleetBenchSmoke, FleetReportsRoundTripsBoundAndRedisCapacity) {
+    const fs::path json = dir_ / "fleet.json";
+    const auto [status, output] = run_bench("fleet --smoke --json " + json.string());
+    ASSERT_EQ(status, 0) << output;
+    std::ifstream in(json);
+    ASSERT_TRUE(in) << "no report at " << json << "\n" << output;
+    const auto report = nlohmann::json::parse(in, nullptr, false);
+    ASSERT_FALSE(report.is_discarded()) << json << " is not JSON";
+    EXPECT_EQ(report.value("subcommand", ""), "fleet");
+    // Its redis-server is gone, and so is its directory.
+    const auto redis = report["settings"].value("redis", nlohmann::json{});
+    const auto port = redis.value("port", 0u);
+    ASSERT_NE(port, 0u) << report["settings"].dump();
+    EXPECT_FALSE(listening(static_cast<uint16_t>(port))) << "redis-server still answers on " << port;
+    const std::string redis_dir = redis.value("dir", "");
+    ASSERT_FALSE(redis_dir.empty());
+    EXPECT_FALSE(fs::exists(redis_dir)) << redis_dir << " left behind";
+
+    const auto results = report.value("results", nlohmann::json{});
+    const auto nodes = results.value("nodes", nlohmann::json::array());
+    ASSERT_EQ(nodes.size(), 2u);  // --smoke: 1 and 2 nodes
+    for (const auto& row : nodes) {
+        for (const char* key : {"exchanges_per_node_per_s", "redis_evalsha_per_s", "mean_exchange_ms",
+                                "lease_utilisation", "bound", "admitted_over_bound", "admitted_over_rate_t"})
+            EXPECT_TRUE(is_figure(row.value(key, nlohmann::json{}))) << key << " in " << row.dump();
+        EXPECT_GT(row.value("exchanges", 0u), 0u) << row.dump();
+        EXPECT_GT(row.value("admitted", 0u), 0u) << row.dump();
+    }
+    const auto capacity = results.value("capacity", nlohmann::json::array());
+    ASSERT_EQ(capacity.size(), 2u);  // --smoke: 1 and 4 clients
+    for (const auto& row : capacity) {
+        for (const char* key : {"exchanges_per_s", "exchanges_per_redis_cpu_s", "script_usec_per_call"})
+            EXPECT_TRUE(is_figure(row.value(key, nlohmann::json{}))) << key << " in " << row.dump();
+        EXPECT_GT(row.value("exchanges", 0u), 0u) << row.dump();
+    }
 }
 
 #ifdef SLUICE_BENCH_DPDK  // sluice-bench has `dpdk` only when built with DPDK

@@ -24,13 +24,17 @@ struct FleetLeaser::Account {
     int64_t held_after_last = 0;  // what the cell held right after the last round
     uint64_t last_taken = 0;      // the cell's `taken` at the last round
     Clock::time_point last_success;
-    Clock::time_point last_topup;  // open fallback: local credit added up to here
-    double topup_carry = 0;        // open fallback: the fraction of a unit not yet added
+    Clock::time_point last_exchange;  // the last successful exchange: when the cell's credit was last re-granted
+    bool idle_lease = false;          // the last attempt succeeded, asking for the idle lease (min_lease) only
+    Clock::time_point last_topup;     // open fallback: local credit added up to here
+    double topup_carry = 0;           // open fallback: the fraction of a unit not yet added
 
     uint64_t redis_granted_total = 0;
     uint64_t fallback_granted_total = 0;
     uint64_t exchanges = 0, failures = 0, fallbacks = 0;
     uint64_t last_lease = 0;
+    uint64_t exchange_ns = 0;
+    uint64_t idle_skips = 0;
 };
 
 namespace {
@@ -214,10 +218,23 @@ std::optional<Error> FleetLeaser::lease_one_locked(Account& a, const Error* skip
     double want = exhausted ? std::max(2 * spent, floor_lease) : 1.25 * spent + floor_lease;
     want = std::min(want, static_cast<double>(a.quota.burst));
     const auto request = static_cast<uint64_t>(std::ceil(want));
-    a.last_lease = request;
-
     // Open fallback holds only local credit: return nothing, revoke it on success.
     const bool open_fallback = a.state == LeaseState::fallback && a.quota.fail_open;
+
+    // Idle: nothing spent since a successful exchange that asked only for
+    // the idle lease (so the cell holds min_lease, not a busy round's
+    // leftover), and asking for it again: skip, until idle_hold has passed
+    // since that exchange. A skip is not a failure: unavailability counts
+    // from the first failed exchange after it.
+    const bool idle = spent == 0 && a.idle_lease && static_cast<double>(request) <= floor_lease &&
+                      avail >= static_cast<int64_t>(request);
+    if (!skip_error && idle && a.state == LeaseState::leasing && now - a.last_exchange < options_.idle_hold) {
+        ++a.idle_skips;
+        a.last_success = now;
+        return std::nullopt;
+    }
+    a.last_lease = request;
+    a.idle_lease = false;
     const int64_t returned = open_fallback ? 0 : avail < 0 ? avail : std::min(avail, a.redis_held);
 
     Error error;
@@ -225,8 +242,11 @@ std::optional<Error> FleetLeaser::lease_one_locked(Account& a, const Error* skip
     if (skip_error) {
         error = *skip_error;
     } else {
+        const auto sent = Clock::now();
         auto exchanged = script_.exchange(client_, a.key, a.spec, request, returned);
         if (exchanged) {
+            a.exchange_ns += static_cast<uint64_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - sent).count());
             const auto granted = static_cast<int64_t>(exchanged.value().granted);
             const int64_t given_back = open_fallback ? std::max<int64_t>(avail, 0) : returned;
             sluice_fleet_grant(a.cell, granted - given_back);
@@ -235,6 +255,8 @@ std::optional<Error> FleetLeaser::lease_one_locked(Account& a, const Error* skip
             a.redis_granted_total += exchanged.value().granted;
             ++a.exchanges;
             a.last_success = now;
+            a.last_exchange = now;
+            a.idle_lease = static_cast<double>(request) <= floor_lease;
             if (a.state == LeaseState::fallback) {
                 a.state = LeaseState::leasing;
                 log("fleet class " + a.quota.class_name + " (" + a.key + ") on " + a.dataplane +
@@ -304,7 +326,9 @@ std::vector<FleetClassStatus> FleetLeaser::status() const {
                                        .exchanges = a->exchanges,
                                        .failures = a->failures,
                                        .fallbacks = a->fallbacks,
-                                       .last_lease = a->last_lease});
+                                       .last_lease = a->last_lease,
+                                       .exchange_ns = a->exchange_ns,
+                                       .idle_skips = a->idle_skips});
     }
     return out;
 }

@@ -19,14 +19,25 @@
 // Credit is thus re-exchanged every round: an idle node holds min_lease, a
 // busy node's want grows to what the bucket refills.
 //
+// Except idle accounts: one that spent nothing since a successful exchange
+// that asked for min_lease only, still holds it and would ask for it again,
+// skips its rounds until idle_hold (an option, 1 s) has passed since that
+// exchange; then it exchanges (returns the min_lease, gets a fresh one). So
+// an idle account costs Redis one exchange per idle_hold + up to one round,
+// not one per round. Its first spent unit ends the skipping at the next round.
+//
 // The bound, per quota (per Redis key), over any interval of length T:
 //   fleet-wide admitted <= burst + rate (T + H) + D
 // where
 //   H  the longest a node holds Redis-granted credit before spending or
-//      returning it: one wait between rounds (<= P) plus one round's duration
+//      returning it: an idle account's min_lease, idle_hold after its
+//      exchange plus one wait between rounds (<= P) plus one round's duration
 //      (its exchanges; a round makes at most one exchange that times out, see
-//      run_once), so H <= P + command_timeout + the round's successful
-//      exchanges in practice;
+//      run_once), so H <= idle_hold + P + command_timeout + the round's
+//      successful exchanges in practice. Only idle credit (min_lease =
+//      rate P / 64 per account) waits past P + the round: a busy account's
+//      credit is re-exchanged every round, as with idle_hold = 0, where
+//      H <= P + command_timeout + the round's exchanges;
 //   D  overdraft not yet charged: units a node admitted, during an exchange,
 //      out of the credit that exchange returned, when the bucket then had too
 //      little to grant them back (the cell goes negative). They are returned
@@ -90,7 +101,11 @@ struct FleetLeaserOptions {
     std::chrono::milliseconds lease_period{100};       // P
     std::chrono::milliseconds unavailable_after{300};  // no successful exchange for this long -> fallback
     std::chrono::milliseconds ttl_margin{1000};        // FleetBucketScript's
-    std::function<void(const std::string&)> log;       // one line per state transition (may be empty)
+    // An idle account (nothing spent since its last exchange, which asked for
+    // min_lease only, and min_lease still held) skips its rounds' exchanges
+    // for this long after that exchange. 0: every account exchanges every round.
+    std::chrono::milliseconds idle_hold{1000};
+    std::function<void(const std::string&)> log;  // one line per state transition (may be empty)
 };
 
 // One (dataplane, fleet class) account.
@@ -109,6 +124,8 @@ struct FleetClassStatus {
     uint64_t failures = 0;                // failed (or skipped) exchanges
     uint64_t fallbacks = 0;               // transitions leasing -> fallback
     uint64_t last_lease = 0;              // units asked for in the last exchange
+    uint64_t exchange_ns = 0;             // time spent in successful exchanges (round trips included)
+    uint64_t idle_skips = 0;              // rounds skipped as idle (see FleetLeaserOptions::idle_hold)
 };
 
 class FleetLeaser {

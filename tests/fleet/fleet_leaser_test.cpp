@@ -143,7 +143,8 @@ class FleetLeaserTest : public ::testing::Test {
     std::vector<std::string> log_;
 };
 
-// H = P + 50 ms: the longest credit is held before it is spent or returned.
+// H = P + 50 ms: the longest credit is held before it is spent or returned
+// (no account in these tests idles, so idle_hold does not add to it).
 constexpr double kHoldSlack = 0.150;
 
 TEST_F(FleetLeaserTest, OneNodeStaysWithinTheBoundAndUsesTheQuota) {
@@ -402,6 +403,69 @@ TEST_F(FleetLeaserTest, DifferentDefinitionsUseDifferentKeys) {
     EXPECT_GE(tokens(key_a).value_or(-1), old_tokens + static_cast<double>(held) - 1);
     a.run_once();
     EXPECT_EQ(only(a).redis_granted_total, 1u);  // a fresh bucket: min_lease granted at once
+}
+
+// An idle account (nothing spent, holding its min_lease) exchanges once per
+// idle_hold instead of once per round; the first unit it spends ends that.
+TEST_F(FleetLeaserTest, IdleAccountExchangesOncePerHoldTime) {
+    constexpr uint64_t kRate = 6400, kBurst = 1000;
+    const auto min_lease = static_cast<int64_t>(FleetLeaser::min_lease(kRate, 100ms));
+    ASSERT_EQ(min_lease, 10);
+    {
+        // By hand: rounds in quick succession skip until the hold time has passed.
+        Cells cells;
+        FleetLeaserOptions o = options();
+        o.idle_hold = 400ms;
+        FleetLeaser leaser(o);
+        leaser.set_quotas(1, {quota(6, "quiet", kRate, kBurst)});
+        leaser.attach("eth0", cells.get());
+        leaser.run_once();  // a new account leases at once
+        EXPECT_EQ(only(leaser).exchanges, 1u);
+        EXPECT_EQ(cells.available(6), min_lease);
+        for (int i = 0; i < 5; ++i) leaser.run_once();
+        EXPECT_EQ(only(leaser).exchanges, 1u);
+        EXPECT_EQ(only(leaser).idle_skips, 5u);
+        EXPECT_EQ(cells.available(6), min_lease);
+        std::this_thread::sleep_for(450ms);
+        leaser.run_once();  // held for idle_hold: returned, and min_lease leased again
+        EXPECT_EQ(only(leaser).exchanges, 2u);
+        EXPECT_EQ(cells.available(6), min_lease);
+        EXPECT_EQ(cells.drain(6), static_cast<uint64_t>(min_lease));
+        leaser.run_once();  // it spent: exchanges (and asks for more)
+        EXPECT_EQ(only(leaser).exchanges, 3u);
+        EXPECT_GT(only(leaser).last_lease, static_cast<uint64_t>(min_lease));
+        leaser.run_once();  // idle again: returns the rest, keeps min_lease
+        EXPECT_EQ(only(leaser).exchanges, 4u);
+        EXPECT_EQ(cells.available(6), min_lease);
+        leaser.run_once();  // and skips
+        EXPECT_EQ(only(leaser).exchanges, 4u);
+        EXPECT_EQ(only(leaser).failures, 0u);
+    }
+
+    // Timed, 2 s idle at P = 100 ms: ~1 exchange per idle_hold (500 ms) vs one per round (>= 20).
+    Cells idle_cells, busy_cells;
+    FleetLeaserOptions skipping = options();
+    skipping.idle_hold = 500ms;
+    FleetLeaserOptions every_round = options();
+    every_round.idle_hold = 0ms;
+    FleetLeaser idle(skipping), reference(every_round);
+    idle.set_quotas(1, {quota(6, "quiet", kRate, kBurst, "aaaa")});
+    reference.set_quotas(1, {quota(6, "quiet", kRate, kBurst, "bbbb")});
+    idle.attach("idle", idle_cells.get());
+    reference.attach("reference", busy_cells.get());
+    idle.start();
+    reference.start();
+    std::this_thread::sleep_for(2s);
+    idle.stop();
+    reference.stop();
+    const FleetClassStatus s = only(idle), r = only(reference);
+    EXPECT_GE(s.exchanges, 2u);
+    EXPECT_LE(s.exchanges, 6u) << "skips " << s.idle_skips;  // 1 + 2 s / 500 ms, + 1 of slack
+    EXPECT_GE(s.idle_skips, 10u);
+    EXPECT_GE(r.exchanges, 12u);  // rounds every 50..100 ms: ~26; slack for a noisy box
+    EXPECT_EQ(r.idle_skips, 0u);
+    EXPECT_EQ(idle_cells.available(6), min_lease);
+    EXPECT_EQ(s.failures, 0u);
 }
 
 TEST_F(FleetLeaserTest, LeftoverCreditIsRevokedAtAttach) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "redis_server.h"
+#include "redis_process.h"
 
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
