@@ -48,6 +48,7 @@ fleet::FleetLeaserOptions fleet_options(const FleetConfig& config) {
     options.key_namespace = config.key_namespace;
     options.lease_period = std::chrono::milliseconds(config.lease_period_ms);
     options.unavailable_after = std::chrono::milliseconds(config.unavailable_after_ms);
+    options.idle_hold = std::chrono::milliseconds(config.idle_hold_ms);
     options.log = [](const std::string& line) { log(LogLevel::warn, line); };
     return options;
 }

@@ -112,6 +112,8 @@ Status parse_fleet(std::string_view path, const toml::node& node, FleetConfig& f
         } else if (name == "unavailable_after_ms") {
             if (auto status = bounded_ms_key(path, value, key, 1, 600000, fleet.unavailable_after_ms); !status)
                 return status;
+        } else if (name == "idle_hold_ms") {
+            if (auto status = bounded_ms_key(path, value, key, 0, 60000, fleet.idle_hold_ms); !status) return status;
         } else if (name == "username") {
             if (auto status = string_key(path, value, key, fleet.username); !status) return status;
         } else if (name == "password") {
@@ -119,7 +121,7 @@ Status parse_fleet(std::string_view path, const toml::node& node, FleetConfig& f
         } else {
             return at(path, value, key,
                       "unknown key (expected servers, namespace, lease_period_ms, timeout_ms, unavailable_after_ms, "
-                      "username or password)");
+                      "idle_hold_ms, username or password)");
         }
     }
     if (fleet.servers.empty()) return at(path, node, "fleet.servers", "missing: [fleet] needs the Redis servers");

@@ -32,6 +32,7 @@ struct FleetConfig {
     uint32_t lease_period_ms = 100;             // how often leases are exchanged
     uint32_t timeout_ms = 50;                   // connect and command timeout
     uint32_t unavailable_after_ms = 300;        // no answer for this long: the classes' failure policy
+    uint32_t idle_hold_ms = 1000;               // an idle class exchanges this seldom (0: every period)
     std::string username, password;             // AUTH (no TLS: Debian's hiredis 0.14 has none)
 };
 

@@ -27,17 +27,16 @@
 // not one per round. Its first spent unit ends the skipping at the next round.
 //
 // The bound, per quota (per Redis key), over any interval of length T:
-//   fleet-wide admitted <= burst + rate (T + H) + D
+//   fleet-wide admitted <= burst + rate (T + H) + N min_lease + D
 // where
-//   H  the longest a node holds Redis-granted credit before spending or
-//      returning it: an idle account's min_lease, idle_hold after its
-//      exchange plus one wait between rounds (<= P) plus one round's duration
-//      (its exchanges; a round makes at most one exchange that times out, see
-//      run_once), so H <= idle_hold + P + command_timeout + the round's
-//      successful exchanges in practice. Only idle credit (min_lease =
-//      rate P / 64 per account) waits past P + the round: a busy account's
-//      credit is re-exchanged every round, as with idle_hold = 0, where
-//      H <= P + command_timeout + the round's exchanges;
+//   H  the longest a busy account holds Redis-granted credit before spending
+//      or returning it: one wait between rounds (<= P) plus one round's
+//      duration (its exchanges; a round makes at most one exchange that
+//      times out, see run_once), so H <= P + command_timeout + the round's
+//      successful exchanges;
+//   N min_lease  the idle accounts' credit (min_lease = rate P / 64 each, N
+//      nodes), which may wait up to idle_hold + H before it is spent or
+//      returned: at most that much was granted before the interval began;
 //   D  overdraft not yet charged: units a node admitted, during an exchange,
 //      out of the credit that exchange returned, when the bucket then had too
 //      little to grant them back (the cell goes negative). They are returned

@@ -83,6 +83,7 @@ namespace = "edge-eu"
 lease_period_ms = 200
 timeout_ms = 20
 unavailable_after_ms = 1000
+idle_hold_ms = 0
 username = "sluice"
 password = "secret"
 )",
@@ -96,6 +97,7 @@ password = "secret"
     EXPECT_EQ(fleet.lease_period_ms, 200u);
     EXPECT_EQ(fleet.timeout_ms, 20u);
     EXPECT_EQ(fleet.unavailable_after_ms, 1000u);
+    EXPECT_EQ(fleet.idle_hold_ms, 0u);
     EXPECT_EQ(fleet.username, "sluice");
     EXPECT_EQ(fleet.password, "secret");
 }
@@ -108,6 +110,7 @@ TEST(DaemonConfig, FleetDefaults) {
     EXPECT_EQ(fleet.lease_period_ms, 100u);
     EXPECT_EQ(fleet.timeout_ms, 50u);
     EXPECT_EQ(fleet.unavailable_after_ms, 300u);
+    EXPECT_EQ(fleet.idle_hold_ms, 1000u);
 }
 
 struct Refusal {
