@@ -23,6 +23,8 @@ packages=(
   # fleet quotas (control/fleet/): hiredis; the fleet-redis tests start redis-server and build
   # their cluster with redis-cli
   libhiredis-dev redis-server redis-tools
+  # the fleet e2e test runs one node's sluiced with its wall clock 5 s ahead
+  faketime
   # sluice-dpdk and sluice-bench dpdk: DPDK's headers and libraries; it depends on every PMD plugin,
   # among them net_null, net_ring and net_pcap (librte-net-{null,ring,pcap}23) that the tests use
   libdpdk-dev

@@ -59,28 +59,38 @@ class PinDir {
     std::string path_;
 };
 
-// A network namespace holding a veth pair sl0 <-> sl1, both up. Deleting the
-// namespace deletes the pair.
-class VethNamespace {
+// A network namespace, its loopback up; deleting it deletes the links in it.
+class NetNamespace {
   public:
-    explicit VethNamespace(std::string name = "sluice-t-" + unique_suffix()) : name_(std::move(name)) {
+    explicit NetNamespace(std::string name = "sluice-t-" + unique_suffix()) : name_(std::move(name)) {
         created_ = shell("ip netns add " + name_) == 0;
-        ok_ = created_ && shell("ip -n " + name_ + " link add sl0 type veth peer name sl1") == 0 &&
-              shell("ip -n " + name_ + " link set sl0 up") == 0 && shell("ip -n " + name_ + " link set sl1 up") == 0;
+        ok_ = created_ && shell("ip -n " + name_ + " link set lo up") == 0;
     }
-    ~VethNamespace() {
+    virtual ~NetNamespace() {
         if (created_) shell("ip netns del " + name_);
     }
-    VethNamespace(const VethNamespace&) = delete;
-    VethNamespace& operator=(const VethNamespace&) = delete;
+    NetNamespace(const NetNamespace&) = delete;
+    NetNamespace& operator=(const NetNamespace&) = delete;
     bool ok() const { return ok_; }
     const std::string& name() const { return name_; }
     std::string path() const { return "/var/run/netns/" + name_; }
 
+  protected:
+    bool ok_ = false;
+
   private:
     std::string name_;
     bool created_ = false;
-    bool ok_ = false;
+};
+
+// A network namespace holding a veth pair sl0 <-> sl1, both up.
+class VethNamespace : public NetNamespace {
+  public:
+    explicit VethNamespace(std::string name = "sluice-t-" + unique_suffix()) : NetNamespace(std::move(name)) {
+        ok_ = ok_ && shell("ip -n " + this->name() + " link add sl0 type veth peer name sl1") == 0 &&
+              shell("ip -n " + this->name() + " link set sl0 up") == 0 &&
+              shell("ip -n " + this->name() + " link set sl1 up") == 0;
+    }
 };
 
 // Moves this thread into a named namespace; back to the original on scope exit.

@@ -54,7 +54,7 @@ std::string figure(double value) {
     return out.str();
 }
 
-SluiceE2E::~SluiceE2E() { teardown(); }
+SluiceWorld::~SluiceWorld() { teardown(); }
 
 void SluiceE2E::figure_line(const std::string& key, const std::string& text) {
     std::string trimmed = text;
@@ -69,22 +69,20 @@ void SluiceE2E::expect_no_receiver_drops(const TrafficReport& report) {
                                          << " frames: the per-source counts are meaningless (machine too busy?)";
 }
 
-void SluiceE2E::TearDown() {
-    const bool failed = HasFailure();
-    if (daemon_running()) signal_daemon(SIGKILL);
-    if (failed && !dir_.empty()) {
-        std::cout << "---- sluiced log (" << log_path() << ") ----\n"
-                  << read_file(log_path()) << "---- end of sluiced log ----" << std::endl;
-    }
-    teardown();
-}
+void SluiceE2E::TearDown() { teardown(HasFailure()); }
 
 // Order matters: the daemon goes first (it holds the pins and the links),
 // then its pins (so the program comes off sl0), then the namespace (and the
 // veth pair with it), then the files.
-void SluiceE2E::teardown() {
+void SluiceWorld::teardown(bool print_log, const std::string& label) {
     if (torn_down_) return;
     torn_down_ = true;
+    if (daemon_running()) signal_daemon(SIGKILL);
+    if (print_log && !dir_.empty()) {
+        const std::string name = label.empty() ? std::string("sluiced") : label + "'s sluiced";
+        std::cout << "---- " << name << " log (" << log_path() << ") ----\n"
+                  << read_file(log_path()) << "---- end of " << name << " log ----" << std::endl;
+    }
     // Background sluicectl or sluice-traffic runs a failed test left behind.
     for (const pid_t pid : running_) {
         kill(pid, SIGKILL);
@@ -105,11 +103,11 @@ void SluiceE2E::teardown() {
     }
 }
 
-std::string SluiceE2E::pin_root() const { return pins_ ? pins_->path() : std::string(); }
-std::string SluiceE2E::netns_path() const { return netns_ ? netns_->path() : std::string(); }
-std::string SluiceE2E::netns_name() const { return netns_ ? netns_->name() : std::string(); }
+std::string SluiceWorld::pin_root() const { return pins_ ? pins_->path() : std::string(); }
+std::string SluiceWorld::netns_path() const { return netns_ ? netns_->path() : std::string(); }
+std::string SluiceWorld::netns_name() const { return netns_ ? netns_->name() : std::string(); }
 
-void SluiceE2E::make_world(const std::string& extra_config) {
+void SluiceWorld::make_world(const std::string& extra_config) {
     suffix_ = unique_suffix();
     const std::string name = "sluice-e2e-" + suffix_;
 
@@ -135,15 +133,17 @@ void SluiceE2E::make_world(const std::string& extra_config) {
     write_file(config_path(), config);
 }
 
-void SluiceE2E::start_world(const std::string& extra_config) {
+void SluiceWorld::start_world(const std::string& extra_config) {
     ASSERT_NO_FATAL_FAILURE(make_world(extra_config));
     ASSERT_NO_FATAL_FAILURE(start_daemon());
 }
 
-void SluiceE2E::start_daemon() {
+void SluiceWorld::start_daemon() {
     ASSERT_FALSE(daemon_running()) << "sluiced is already running";
-    const std::vector<std::string> argv = {binary_from_env("SLUICED"), "--config", config_path()};
+    std::vector<std::string> argv = daemon_wrapper_;
+    for (const auto& arg : {binary_from_env("SLUICED"), std::string("--config"), config_path()}) argv.push_back(arg);
     write_file(log_path(), read_file(log_path()) + "---- " + join_argv(argv) + "\n");
+    daemon_started_unix_ns_ = unix_now_ns();
     daemon_pid_ = spawn(argv, SpawnOptions{.stdout_path = scratch("sluiced.stdout"),
                                            .stderr_path = log_path(),
                                            .netns_path = netns_path(),
@@ -176,7 +176,7 @@ void SluiceE2E::start_daemon() {
            << read_file(log_path());
 }
 
-void SluiceE2E::signal_daemon(int sig) {
+void SluiceWorld::signal_daemon(int sig) {
     if (daemon_pid_ <= 0) return;
     kill(daemon_pid_, sig);
     if (sig == SIGKILL) {
@@ -185,7 +185,7 @@ void SluiceE2E::signal_daemon(int sig) {
     }
 }
 
-int SluiceE2E::wait_daemon_exit(std::chrono::milliseconds timeout) {
+int SluiceWorld::wait_daemon_exit(std::chrono::milliseconds timeout) {
     if (daemon_pid_ <= 0) return -1;
     const int code = wait_exit(daemon_pid_, timeout);
     daemon_pid_ = -1;
@@ -194,12 +194,12 @@ int SluiceE2E::wait_daemon_exit(std::chrono::milliseconds timeout) {
 
 // ---- sluicectl ------------------------------------------------------------------------
 
-ProcResult SluiceE2E::ctl(const std::vector<std::string>& args) {
+ProcResult SluiceWorld::ctl(const std::vector<std::string>& args) {
     const std::string name = "ctl-" + std::to_string(ctl_runs_++);
     return finish_ctl(start_ctl(args, name), name);
 }
 
-pid_t SluiceE2E::start_ctl(const std::vector<std::string>& args, const std::string& scratch_name) {
+pid_t SluiceWorld::start_ctl(const std::vector<std::string>& args, const std::string& scratch_name) {
     std::vector<std::string> argv = {binary_from_env("SLUICECTL"), "--socket", socket_path()};
     argv.insert(argv.end(), args.begin(), args.end());
     write_file(scratch(scratch_name + ".cmd"), join_argv(argv));
@@ -211,7 +211,7 @@ pid_t SluiceE2E::start_ctl(const std::vector<std::string>& args, const std::stri
     return pid;
 }
 
-ProcResult SluiceE2E::finish_ctl(pid_t pid, const std::string& scratch_name) {
+ProcResult SluiceWorld::finish_ctl(pid_t pid, const std::string& scratch_name) {
     ProcResult result;
     if (pid > 0) {
         result.code = wait_exit(pid, kCtlTimeout);
@@ -222,7 +222,7 @@ ProcResult SluiceE2E::finish_ctl(pid_t pid, const std::string& scratch_name) {
     return result;
 }
 
-std::optional<json> SluiceE2E::ctl_json(const std::vector<std::string>& args) {
+std::optional<json> SluiceWorld::ctl_json(const std::vector<std::string>& args) {
     std::vector<std::string> with_json = {"--json"};
     with_json.insert(with_json.end(), args.begin(), args.end());
     const ProcResult r = ctl(with_json);
@@ -239,25 +239,25 @@ std::optional<json> SluiceE2E::ctl_json(const std::vector<std::string>& args) {
     }
 }
 
-std::string SluiceE2E::write_policy(const std::string& name, const std::string& text) {
+std::string SluiceWorld::write_policy(const std::string& name, const std::string& text) {
     const std::string path = scratch(name);
     write_file(path, text);
     return path;
 }
 
-std::optional<json> SluiceE2E::push_policy(const std::string& name, const std::string& text) {
+std::optional<json> SluiceWorld::push_policy(const std::string& name, const std::string& text) {
     return ctl_json({"policy", "push", write_policy(name, text)});
 }
 
 // ---- status and stats -----------------------------------------------------------------
 
-json SluiceE2E::interface_stats(const json& stats, const std::string& ifname) {
+json SluiceWorld::interface_stats(const json& stats, const std::string& ifname) {
     for (const auto& entry : stats.value("interfaces", json::array()))
         if (entry.value("name", "") == ifname) return entry;
     return nullptr;
 }
 
-uint64_t SluiceE2E::class_counter(const json& stats, const std::string& class_name, const std::string& field) {
+uint64_t SluiceWorld::class_counter(const json& stats, const std::string& class_name, const std::string& field) {
     const json sl0 = interface_stats(stats, "sl0");
     if (!sl0.is_object()) return 0;
     for (const auto& c : sl0.value("classes", json::array()))
@@ -265,7 +265,7 @@ uint64_t SluiceE2E::class_counter(const json& stats, const std::string& class_na
     return 0;
 }
 
-uint64_t SluiceE2E::stat_counter(const json& stats, const std::string& stat) {
+uint64_t SluiceWorld::stat_counter(const json& stats, const std::string& stat) {
     const json sl0 = interface_stats(stats, "sl0");
     if (!sl0.is_object() || !sl0.contains("stats")) return 0;
     return sl0["stats"].value(stat, uint64_t{0});
@@ -273,7 +273,7 @@ uint64_t SluiceE2E::stat_counter(const json& stats, const std::string& stat) {
 
 // ---- other processes and HTTP inside the namespace ----------------------------------
 
-pid_t SluiceE2E::start_in_netns(const std::vector<std::string>& argv, const std::string& scratch_name) {
+pid_t SluiceWorld::start_in_netns(const std::vector<std::string>& argv, const std::string& scratch_name) {
     write_file(scratch(scratch_name + ".cmd"), join_argv(argv));
     const pid_t pid = spawn(argv, SpawnOptions{.stdout_path = scratch(scratch_name + ".out"),
                                                .stderr_path = scratch(scratch_name + ".err"),
@@ -283,7 +283,7 @@ pid_t SluiceE2E::start_in_netns(const std::vector<std::string>& argv, const std:
     return pid;
 }
 
-int SluiceE2E::stop_child(pid_t pid, int sig, std::chrono::milliseconds timeout) {
+int SluiceWorld::stop_child(pid_t pid, int sig, std::chrono::milliseconds timeout) {
     if (pid <= 0) return -1;
     kill(pid, sig);
     const int code = wait_exit(pid, timeout);
@@ -291,7 +291,8 @@ int SluiceE2E::stop_child(pid_t pid, int sig, std::chrono::milliseconds timeout)
     return code;
 }
 
-SluiceE2E::HttpResponse SluiceE2E::http_get(int port, const std::string& target, std::chrono::milliseconds timeout) {
+SluiceWorld::HttpResponse SluiceWorld::http_get(int port, const std::string& target,
+                                                std::chrono::milliseconds timeout) {
     HttpResponse response;
     const std::string ns = netns_name();
     // Only the socket has to be made inside the namespace; a thread of its
@@ -310,8 +311,8 @@ SluiceE2E::HttpResponse SluiceE2E::http_get(int port, const std::string& target,
 
 // ---- traffic --------------------------------------------------------------------------
 
-std::vector<std::string> SluiceE2E::traffic_argv(const std::vector<Flow>& flows, double seconds,
-                                                 std::optional<uint64_t> frames) const {
+std::vector<std::string> SluiceWorld::traffic_argv(const std::vector<Flow>& flows, double seconds,
+                                                   std::optional<uint64_t> frames) const {
     // Frames leave sl1 and arrive on sl0, where sluiced attached the program;
     // packet taps on sl0 see only what it passed.
     std::vector<std::string> argv = {
@@ -328,21 +329,22 @@ std::vector<std::string> SluiceE2E::traffic_argv(const std::vector<Flow>& flows,
     return argv;
 }
 
-std::optional<TrafficReport> SluiceE2E::traffic(const std::vector<Flow>& flows, double seconds) {
+std::optional<TrafficReport> SluiceWorld::traffic(const std::vector<Flow>& flows, double seconds) {
     const std::string name = "traffic-" + std::to_string(ctl_runs_++);
     return finish_traffic(start_traffic(flows, seconds, name), seconds, name);
 }
 
-std::optional<TrafficReport> SluiceE2E::traffic_count(const std::vector<Flow>& flows, uint64_t frames, double seconds) {
+std::optional<TrafficReport> SluiceWorld::traffic_count(const std::vector<Flow>& flows, uint64_t frames,
+                                                        double seconds) {
     const std::string name = "traffic-" + std::to_string(ctl_runs_++);
     return finish_traffic(spawn_traffic(traffic_argv(flows, seconds, frames), name), seconds, name);
 }
 
-pid_t SluiceE2E::start_traffic(const std::vector<Flow>& flows, double seconds, const std::string& scratch_name) {
+pid_t SluiceWorld::start_traffic(const std::vector<Flow>& flows, double seconds, const std::string& scratch_name) {
     return spawn_traffic(traffic_argv(flows, seconds), scratch_name);
 }
 
-pid_t SluiceE2E::spawn_traffic(const std::vector<std::string>& argv, const std::string& scratch_name) {
+pid_t SluiceWorld::spawn_traffic(const std::vector<std::string>& argv, const std::string& scratch_name) {
     write_file(scratch(scratch_name + ".cmd"), join_argv(argv));
     const int64_t spawned = unix_now_ns();
     const pid_t pid = spawn(argv, SpawnOptions{.stdout_path = scratch(scratch_name + ".out"),
@@ -354,7 +356,7 @@ pid_t SluiceE2E::spawn_traffic(const std::vector<std::string>& argv, const std::
     return pid;
 }
 
-std::optional<TrafficReport> SluiceE2E::finish_traffic(pid_t pid, double seconds, const std::string& scratch_name) {
+std::optional<TrafficReport> SluiceWorld::finish_traffic(pid_t pid, double seconds, const std::string& scratch_name) {
     ProcResult r;
     if (pid > 0) {
         r.code = wait_exit(pid, std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)) + 30s);
@@ -371,7 +373,7 @@ std::optional<TrafficReport> SluiceE2E::finish_traffic(pid_t pid, double seconds
     return report;
 }
 
-std::optional<TrafficReport> SluiceE2E::parse_traffic(const ProcResult& r, const std::string& command) {
+std::optional<TrafficReport> SluiceWorld::parse_traffic(const ProcResult& r, const std::string& command) {
     if (r.code != 0) {
         ADD_FAILURE() << command << " exited " << r.code << "\nstdout: " << r.out << "\nstderr: " << r.err;
         return std::nullopt;

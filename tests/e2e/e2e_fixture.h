@@ -75,16 +75,19 @@ struct TrafficReport {
 
 int64_t unix_now_ns();
 
-class SluiceE2E : public ::testing::Test {
-  protected:
-    ~SluiceE2E() override;
-    void TearDown() override;
+// One world: the namespace with its veth pair, the temp dir, the bpffs dir
+// and sluiced. A test fixture is one (SluiceE2E); a test that needs several
+// (the fleet tests: one per node) holds more. The destructor tears it down.
+class SluiceWorld {
+  public:
+    SluiceWorld() = default;
+    virtual ~SluiceWorld();
+    SluiceWorld(const SluiceWorld&) = delete;
+    SluiceWorld& operator=(const SluiceWorld&) = delete;
 
-    // Prints "[figure] <test> <key>: <text>" and records it, so figures can be quoted.
-    void figure_line(const std::string& key, const std::string& text);
-    // The per-source counts are only meaningful if the counter saw every
-    // frame sl0 let through.
-    static void expect_no_receiver_drops(const TrafficReport& report);
+    // Kills what runs, removes the pins, the namespace and the temp dir;
+    // idempotent. With `print_log`, prints sluiced's log first under `label`.
+    void teardown(bool print_log = false, const std::string& label = {});
 
     // ---- the world ------------------------------------------------------------------
 
@@ -104,8 +107,14 @@ class SluiceE2E : public ::testing::Test {
     // is killed).
     int wait_daemon_exit(std::chrono::milliseconds timeout);
     bool daemon_running() const { return daemon_pid_ > 0; }
+    // Runs sluiced as `wrapper... sluiced --config ...` from the next
+    // start_daemon() on (e.g. /usr/bin/env with LD_PRELOAD: it must exec, so
+    // the pid stays sluiced's).
+    void set_daemon_wrapper(std::vector<std::string> wrapper) { daemon_wrapper_ = std::move(wrapper); }
 
     pid_t daemon_pid() const { return daemon_pid_; }
+    // CLOCK_REALTIME (ns) just before the last start_daemon() spawned it.
+    int64_t daemon_started_unix_ns() const { return daemon_started_unix_ns_; }
 
     const std::string& dir() const { return dir_; }
     std::string socket_path() const { return dir_ + "/sluiced.sock"; }
@@ -168,7 +177,6 @@ class SluiceE2E : public ::testing::Test {
                           std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
   private:
-    void teardown();
     std::string scratch(const std::string& name) const { return dir_ + "/" + name; }
     std::vector<std::string> traffic_argv(const std::vector<Flow>& flows, double seconds,
                                           std::optional<uint64_t> frames = std::nullopt) const;
@@ -181,9 +189,22 @@ class SluiceE2E : public ::testing::Test {
     std::unique_ptr<VethNamespace> netns_;
     std::unique_ptr<PinDir> pins_;
     std::string dir_;  // temp dir, removed in teardown
+    std::vector<std::string> daemon_wrapper_;
     pid_t daemon_pid_ = -1;
+    int64_t daemon_started_unix_ns_ = 0;
     int ctl_runs_ = 0;
     bool torn_down_ = false;
+};
+
+class SluiceE2E : public ::testing::Test, public SluiceWorld {
+  protected:
+    void TearDown() override;
+
+    // Prints "[figure] <test> <key>: <text>" and records it, so figures can be quoted.
+    void figure_line(const std::string& key, const std::string& text);
+    // The per-source counts are only meaningful if the counter saw every
+    // frame sl0 let through.
+    static void expect_no_receiver_drops(const TrafficReport& report);
 };
 
 // Environment variable `name` (set by meson), or a test failure.

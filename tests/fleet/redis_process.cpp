@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "redis_process.h"
 
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -148,7 +150,7 @@ RedisServer::~RedisServer() {
 }
 
 bool RedisServer::start_once() {
-    port_ = pick_port();
+    port_ = options_.port != 0 ? options_.port : pick_port();
     if (port_ == 0) {
         error_ = "no free port pair (port, port + 10000) in 20000..29999";
         return false;
@@ -157,7 +159,9 @@ bool RedisServer::start_once() {
                                   "--port",
                                   std::to_string(port_),
                                   "--bind",
-                                  "127.0.0.1",
+                                  options_.bind,
+                                  "--protected-mode",
+                                  options_.bind == "127.0.0.1" ? "yes" : "no",
                                   "--dir",
                                   dir_,
                                   "--save",
@@ -173,14 +177,19 @@ bool RedisServer::start_once() {
         for (const char* arg :
              {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000"})
             argv.emplace_back(arg);
+        if (!options_.netns.empty()) {
+            argv.emplace_back("--cluster-announce-ip");
+            argv.push_back(options_.host);
+        }
     }
     if (!options_.requirepass.empty()) {
         argv.emplace_back("--requirepass");
         argv.push_back(options_.requirepass);
     }
     const std::string log_path = dir_ + "/redis.log";
-    pid_ =
-        spawn(argv, SpawnOptions{.stdout_path = log_path, .stderr_path = log_path, .netns_path = {}, .append = true});
+    const std::string netns_path = options_.netns.empty() ? std::string() : "/var/run/netns/" + options_.netns;
+    pid_ = spawn(
+        argv, SpawnOptions{.stdout_path = log_path, .stderr_path = log_path, .netns_path = netns_path, .append = true});
     if (pid_ < 0) {
         error_ = "fork failed";
         return false;
@@ -204,7 +213,20 @@ bool RedisServer::start_once() {
 }
 
 RedisReply RedisServer::call(const std::vector<std::string>& argv) const {
-    return call_at(port_, options_.requirepass, argv);
+    if (options_.netns.empty()) return call_at(port_, options_.requirepass, argv);
+    // Only the socket has to be made inside the namespace: a thread of its
+    // own, so the calling thread (which forks children) stays where it is.
+    RedisReply reply;
+    std::thread worker([&] {
+        const UniqueFd ns(open(("/var/run/netns/" + options_.netns).c_str(), O_RDONLY | O_CLOEXEC));
+        if (!ns.valid() || setns(ns.get(), CLONE_NEWNET) != 0) {
+            reply = connection_error("cannot enter network namespace " + options_.netns);
+            return;
+        }
+        reply = call_at(port_, options_.requirepass, argv);
+    });
+    worker.join();
+    return reply;
 }
 
 void RedisServer::kill() {
@@ -225,18 +247,21 @@ void RedisServer::resume() {
 
 std::string RedisServer::log() const { return read_file(dir_ + "/redis.log"); }
 
-RedisCluster::RedisCluster() {
+RedisCluster::RedisCluster(RedisServerOptions options) {
+    options.cluster = true;
+    options.port = 0;
     std::vector<std::string> create{find_in_path("redis-cli"), "--cluster", "create"};
     for (int i = 0; i < 3; ++i) {
-        nodes_.push_back(std::make_unique<RedisServer>(RedisServerOptions{.cluster = true, .requirepass = {}}));
+        nodes_.push_back(std::make_unique<RedisServer>(options));
         if (!nodes_.back()->error().empty()) {
             error_ = "cluster node " + std::to_string(i) + ": " + nodes_.back()->error();
             return;
         }
-        create.push_back("127.0.0.1:" + std::to_string(nodes_.back()->port()));
+        create.push_back(options.host + ":" + std::to_string(nodes_.back()->port()));
     }
     create.emplace_back("--cluster-yes");
-    const ProcResult made = run(create, nodes_[0]->dir() + "/cluster-create", 60s);
+    const ProcResult made = run(create, nodes_[0]->dir() + "/cluster-create", 60s,
+                                options.netns.empty() ? std::string() : "/var/run/netns/" + options.netns);
     if (made.code != 0) {
         error_ = join_argv(create) + " exited with " + std::to_string(made.code) + ":\n" + made.out + made.err;
         return;

@@ -30,6 +30,14 @@ std::optional<std::string> missing_redis();
 struct RedisServerOptions {
     bool cluster = false;
     std::string requirepass;  // empty: no AUTH
+    // Where it runs and listens: a network namespace by name (empty: the
+    // caller's own), the address it binds, the address clients (and the other
+    // cluster nodes) reach it at, and its port (0: a free one is picked).
+    // call() always talks to it over the namespace's loopback.
+    std::string netns = {};
+    std::string bind = "127.0.0.1";
+    std::string host = "127.0.0.1";
+    uint16_t port = 0;
 };
 
 class RedisServer {
@@ -42,7 +50,7 @@ class RedisServer {
     // Empty when the server started and answers PING; else why not (with its log).
     const std::string& error() const { return error_; }
     uint16_t port() const { return port_; }
-    fleet::RedisEndpoint endpoint() const { return {"127.0.0.1", port_}; }
+    fleet::RedisEndpoint endpoint() const { return {options_.host, port_}; }
     const std::string& dir() const { return dir_; }
 
     // One command on a fresh connection (AUTH first when the server has a
@@ -65,10 +73,11 @@ class RedisServer {
     std::string error_;
 };
 
-// Three masters, all 16384 slots assigned, cluster_state:ok everywhere.
+// Three masters, all 16384 slots assigned, cluster_state:ok everywhere;
+// each started with `options` (cluster set, port picked).
 class RedisCluster {
   public:
-    RedisCluster();
+    explicit RedisCluster(RedisServerOptions options = {});
     const std::string& error() const { return error_; }
 
     size_t size() const { return nodes_.size(); }
