@@ -13,7 +13,7 @@
 //            or avail itself when negative (overdraft, reported as debt)
 //   spent  = taken now - taken at the last round
 //   want   = exhausted (avail < 10% of what it held after the last round)
-//              ? max(2 spent, min_lease) : 1.25 spent + min_lease,
+//              ? max(4 spent, min_lease) : 1.25 spent + min_lease,
 //            capped at burst; min_lease = max(1, rate P / 64)
 //   grant(cell, granted - R); redis_held = what the cell now holds.
 // Credit is thus re-exchanged every round: an idle node holds min_lease, a

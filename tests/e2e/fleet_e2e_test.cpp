@@ -8,8 +8,9 @@
 // every admitted frame of the class was paid for from the one bucket.
 //
 // The tests check bounds only, never timings (the machine has 2 cores):
-//   fleet-wide admitted over T  <=  burst + rate·(T + H)
-// with H = 0.2 s (a lease period of 100 ms plus one exchange, rounded up),
+//   fleet-wide admitted over T  <=  burst + rate·(T + H) + N·rate·P/64
+// with H = 0.2 s (a lease period of 100 ms plus one exchange, rounded up)
+// and the last term the idle slivers (README.md, "Fleet quotas"),
 // plus one burst when Redis restarts empty, plus each node's fallback_rate·T
 // while it is in open fallback. T is taken generously for the upper bound
 // (first flood's spawn to the last flood's exit: every frame was decided in

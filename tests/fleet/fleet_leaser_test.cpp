@@ -127,8 +127,8 @@ class FleetLeaserTest : public ::testing::Test {
         return all.empty() ? FleetClassStatus{} : all.front();
     }
 
-    // Rounds in which the node spends everything it holds: each asks twice
-    // what the last spent (1, 2, 4, ...). Returns the units spent.
+    // Rounds in which the node spends everything it holds: each asks four
+    // times what the last spent (1, 4, 16, ...). Returns the units spent.
     static uint64_t ramp(FleetLeaser& leaser, Cells& cells, uint32_t id, int rounds) {
         uint64_t spent = 0;
         for (int i = 0; i < rounds; ++i) {
@@ -235,9 +235,9 @@ TEST_F(FleetLeaserTest, IdleNodeReturnsCreditAndClosingReturnsTheRest) {
     leaser.attach("eth0", cells.get());
     const std::string key = fleet_bucket_key("sluice", "idle", "0123abcd");
 
-    ramp(leaser, cells, 3, 8);  // grants 1, 2, ..., 128
-    EXPECT_EQ(cells.available(3), 128);
-    EXPECT_EQ(only(leaser).redis_granted_total, 255u);
+    ramp(leaser, cells, 3, 5);  // grants 1, 4, 16, 64, 256
+    EXPECT_EQ(cells.available(3), 256);
+    EXPECT_EQ(only(leaser).redis_granted_total, 341u);
     const double before = tokens(key).value_or(-1);
     // Idle rounds: it keeps only min_lease and returns the rest.
     leaser.run_once();
@@ -245,10 +245,10 @@ TEST_F(FleetLeaserTest, IdleNodeReturnsCreditAndClosingReturnsTheRest) {
     EXPECT_LE(cells.available(3), static_cast<int64_t>(min_lease));
     EXPECT_GE(cells.available(3), 0);
     EXPECT_EQ(only(leaser).last_lease, min_lease);
-    EXPECT_GE(tokens(key).value_or(-1), before + 127 - 2) << "the idle node returned its credit";
+    EXPECT_GE(tokens(key).value_or(-1), before + 255 - 2) << "the idle node returned its credit";
 
     // A class the new version drops: its unspent credit goes back to Redis, the cell is emptied.
-    ramp(leaser, cells, 3, 7);
+    ramp(leaser, cells, 3, 4);
     const int64_t held = cells.available(3);
     EXPECT_GE(held, 32);
     const double before_removal = tokens(key).value_or(-1);
@@ -261,7 +261,7 @@ TEST_F(FleetLeaserTest, IdleNodeReturnsCreditAndClosingReturnsTheRest) {
     leaser.set_quotas(3, {quota(3, "idle", kRate, kBurst)});
     leaser.attach("eth0-again", cells.get());
     EXPECT_EQ(only(leaser).dataplane, "eth0");
-    ramp(leaser, cells, 3, 7);
+    ramp(leaser, cells, 3, 4);
     const int64_t held2 = cells.available(3);
     EXPECT_GE(held2, 32);
     const double before_detach = tokens(key).value_or(-1);
@@ -281,9 +281,9 @@ TEST_F(FleetLeaserTest, ClosedFallbackSpendsOnlyWhatIsHeld) {
     // Two classes: one unreachable exchange fails both in a round.
     leaser.set_quotas(1, {quota(1, "a", kRate, kBurst), quota(2, "b", kRate, kBurst)});
     leaser.attach("eth0", cells.get());
-    ramp(leaser, cells, 1, 6);  // class 1 now holds 32
+    ramp(leaser, cells, 1, 3);  // class 1 now holds 16
     const int64_t held = cells.available(1);
-    ASSERT_EQ(held, 32);
+    ASSERT_EQ(held, 16);
 
     server_->pause();
     const auto deadline = Clock::now() + 5s;
@@ -308,7 +308,7 @@ TEST_F(FleetLeaserTest, ClosedFallbackSpendsOnlyWhatIsHeld) {
     auto lines = logs();
     ASSERT_EQ(lines.size(), 2u);  // one per class
     EXPECT_NE(lines[0].find("fleet class a (sluice:{a:0123abcd}:bucket)"), std::string::npos) << lines[0];
-    EXPECT_NE(lines[0].find("fail-closed: admitting only 32 units already leased"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("fail-closed: admitting only 16 units already leased"), std::string::npos) << lines[0];
 
     server_->resume();
     leaser.run_once();
@@ -382,13 +382,13 @@ TEST_F(FleetLeaserTest, DifferentDefinitionsUseDifferentKeys) {
     const std::string key_b = fleet_bucket_key("sluice", "api", "bbbb");
     ASSERT_NE(key_a, key_b);
 
-    // A drains its bucket (1 + 2 + ... + 64 = 127 > burst) ...
+    // A drains its bucket (1 + 4 + 16 + 64 + 256 > burst) ...
     ramp(a, a_cells, 2, 8);
     EXPECT_LT(tokens(key_a).value_or(1000), 5);
     EXPECT_LE(only(a).redis_granted_total, kBurst + 5);
     // ... and B's bucket is untouched: full grants.
-    ramp(b, b_cells, 2, 5);
-    EXPECT_EQ(only(b).redis_granted_total, 1u + 2 + 4 + 8 + 16);
+    ramp(b, b_cells, 2, 4);
+    EXPECT_EQ(only(b).redis_granted_total, 1u + 4 + 16 + 64);
     EXPECT_EQ(only(b).key, key_b);
 
     // A new definition for A's class: a new account on a new key; the old key gets A's credit back.
