@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+// What both front doors (envoy_service.h, http_service.h) go through to ask
+// the RequestLimiter: the node's own hard ceilings, the deadline and the
+// counts /metrics and sluicectl show.
+//
+// Ceilings protect sluiced itself, whatever the policy or Redis do:
+//  - max_in_flight decisions at once: one more is answered at once with an
+//    `unavailable` error (gRPC RESOURCE_EXHAUSTED, HTTP 503), counted;
+//  - domain_rate requests per second per domain on this node (a token bucket,
+//    domain_burst deep): over it, over_limit with refusal domain_ceiling.
+// A decision that took longer than `deadline` (Envoy's default RPC timeout is
+// 20 ms) is counted late: the proxy may have given up on it already.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "request_limiter.h"
+#include "result.h"
+
+namespace sluice::request {
+
+enum class Door : uint8_t { envoy, http };
+std::string_view to_string(Door door);  // "envoy", "http"
+
+struct GateOptions {
+    uint32_t max_in_flight = 1024;
+    uint64_t domain_rate_per_s = 0;  // 0: no per-domain ceiling
+    uint64_t domain_burst = 0;       // 0: a second's worth
+    std::chrono::microseconds deadline{20'000};
+};
+
+// Why an identity was not trusted (identity.h); counted per domain.
+enum class IdentityFailure : uint8_t { unsigned_value, bad_signature, expired, malformed };
+std::string_view to_string(IdentityFailure failure);  // "unsigned", "bad_signature", "expired", "malformed"
+
+// Counts since start, for /metrics and `sluicectl stats`.
+struct ClassCounts {
+    uint64_t allowed = 0, refused = 0, shadow_refused = 0;
+};
+struct DomainCounts {
+    std::map<std::string, ClassCounts> classes;  // by class name; "" for requests no class limited
+    uint64_t allowed = 0, refused = 0;
+    uint64_t ceiling_refused = 0;  // refusal domain_ceiling
+    uint64_t fleet_refused = 0;    // refusal fleet
+    uint64_t table_full = 0;       // refusal table_full
+    std::map<std::string, uint64_t> identity_failures;  // by IdentityFailure name
+};
+struct GateStats {
+    std::map<std::string, DomainCounts> domains;
+    uint64_t invalid = 0;      // refused as invalid input (weight above max_cost, ...)
+    uint64_t overloaded = 0;   // over max_in_flight
+    uint64_t late = 0;         // decisions longer than the deadline
+    uint64_t in_flight = 0;    // now
+    // Decision latency: bucket upper bounds in seconds and cumulative counts
+    // (Prometheus histogram layout), sum in seconds.
+    std::vector<double> latency_bounds;
+    std::vector<uint64_t> latency_counts;
+    double latency_sum_s = 0;
+    uint64_t latency_count = 0;
+};
+
+// A descriptor value refused most, by the Space-Saving top-K over decayed
+// counts (hot_sources.h's method, over strings).
+struct HotKey {
+    std::string domain, class_name, value;  // value: the counter's key values, "k=v,k=v"
+    double refusals_per_second = 0;
+    double share = 0;
+};
+
+class RequestGate {
+  public:
+    RequestGate(RequestLimiter& limiter, GateOptions options);
+    ~RequestGate();
+    RequestGate(const RequestGate&) = delete;
+    RequestGate& operator=(const RequestGate&) = delete;
+
+    // Decides through the ceilings; counts the outcome under `door`.
+    Result<Answer> decide(Door door, const Query& query);
+    // An identity header a door could not trust (counted; the door then uses
+    // the domain's anonymous value).
+    void count_identity_failure(std::string_view domain, IdentityFailure failure);
+
+    RequestLimiter& limiter() { return limiter_; }
+    GateStats stats() const;
+    std::vector<HotKey> hot_keys(size_t k) const;
+
+  private:
+    struct State;
+    RequestLimiter& limiter_;
+    GateOptions options_;
+    std::unique_ptr<State> state_;
+};
+
+}  // namespace sluice::request
