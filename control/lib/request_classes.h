@@ -70,6 +70,9 @@ struct RequestDomain {
     // What a key whose signature is missing, bad or expired reads as, so such
     // requests fall to the class that matches this value.
     std::string anonymous = "anonymous";
+    // The request header a caller names a request's weight in (a decimal
+    // integer); empty: requests cost their class's `cost`.
+    std::string cost_header;
 };
 
 }  // namespace sluice

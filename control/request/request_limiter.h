@@ -61,6 +61,9 @@ struct Query {
     // The request's weight: 0 means each class's own `cost`. Above a matched
     // class's max_cost the query is refused as invalid (an Error), never clamped.
     uint64_t hits = 0;
+    // Per descriptor (Envoy's RateLimitDescriptor.hits_addend): when present
+    // and non-zero, that descriptor's weight instead of `hits`.
+    std::vector<uint64_t> descriptor_hits;
 };
 
 enum class Code : uint8_t { ok, over_limit };
@@ -125,6 +128,14 @@ class RequestLimiter {
     // Decides one query. An Error (invalid) for a weight above a matched
     // class's max_cost, naming the class and its max_cost; nothing is charged.
     Result<Answer> decide(const Query& query);
+
+    // The descriptors an HTTP request with these entries (key -> value, from
+    // its headers and address) names in `domain`: one per class of the domain
+    // whose keys all have a value here (fixed values must match), in the
+    // class's key order; duplicates once. So every class a request can be
+    // counted in is charged, all or nothing, in one decide().
+    std::vector<Descriptor> descriptors_for(std::string_view domain,
+                                            const std::map<std::string, std::string>& entries) const;
 
     // The domain's HTTP mapping, if the policy names the domain.
     std::optional<RequestDomain> domain(std::string_view name) const;
