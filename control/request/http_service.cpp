@@ -3,9 +3,12 @@
 
 #include <httplib.h>
 #include <openssl/rand.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -93,6 +96,16 @@ std::optional<uint64_t> parse_weight(std::string_view text) {
     return v;
 }
 
+// httplib 0.11 listens with a backlog of 5: a burst of nginx subrequests (a
+// new connection each, without upstream keepalive) overflows it, and a
+// dropped SYN is retried after a second, past a short proxy_connect_timeout.
+// listen() again on the bound socket raises the backlog (Linux).
+class Server : public httplib::Server {
+  public:
+    bool raise_backlog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
+};
+constexpr int kListenBacklog = 1024;
+
 struct HostPort {
     std::string host;
     int port = 0;
@@ -125,7 +138,7 @@ struct HttpService::Impl {
     TrustedProxies proxies;
     ForwardedKind forwarded_kind = ForwardedKind::x_forwarded_for;
     IdentityKey key;
-    httplib::Server server;
+    Server server;
     std::thread listener;
     int port = 0;
     std::once_flag stopped;
@@ -266,6 +279,8 @@ Result<std::unique_ptr<HttpService>> HttpService::start(RequestGate& gate, HttpS
         if (!server.bind_to_port(hp.host, hp.port)) return Error{"cannot bind " + options.address, "address"};
         impl->port = hp.port;
     }
+    if (!server.raise_backlog(kListenBacklog))
+        return Error{"listen on " + options.address + ": " + std::strerror(errno), "address"};
     // Bound and listening: connections wait in the backlog until the
     // listener accepts them.
     impl->listener = std::thread([self] { self->server.listen_after_bind(); });

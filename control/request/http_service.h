@@ -32,7 +32,9 @@
 // Threads: `threads` workers serve connections; at most `max_queued`
 // accepted connections wait for one, after which the acceptor waits (and new
 // connections wait in the kernel's listen backlog). A connection holds its
-// worker while it is kept alive (at most 2 s idle, 100 requests).
+// worker while it is kept alive (at most 2 s idle, 100 requests). The listen
+// backlog is 1024 (httplib's own 5 drops SYNs under a burst of nginx
+// subrequests, each a new connection, and nginx then waits a second).
 #pragma once
 
 #include <cstdint>
