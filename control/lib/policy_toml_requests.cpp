@@ -421,8 +421,8 @@ Status RequestReader::refuse_ties(const std::vector<ParsedRequest>& classes) con
             return located(path_, classes[later].tie_where, classes[later].tie_field,
                            "could tie with request_class " + quoted(a.name) + " (" + classes[earlier].tie_field + ", " +
                                position(path_, classes[earlier].tie_where) + "): both count domain " +
-                               quoted(a.domain) + " by descriptor " + key_list(a.keys) + " with " +
-                               std::to_string(fixed) + (fixed == 1 ? " fixed value" : " fixed values") +
+                               quoted(a.domain) + " by descriptor " + key_list(a.keys) + ", each with " +
+                               std::to_string(fixed) + (fixed == 1 ? " fixed value," : " fixed values,") +
                                " and fix no key to different values, so a descriptor could match both with "
                                "equally many fixed values; fix different values for a key both fix, or give one "
                                "more fixed values than the other");

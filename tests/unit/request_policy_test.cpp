@@ -416,7 +416,7 @@ TEST(RequestPolicy, TwoClassesThatCouldTieAreRefused) {
     EXPECT_THAT(error_of(two_classes(kKeys, R"({ tenant = "acme" })", kKeys, R"({ tenant = "acme" })")),
                 StartsWith("p.toml:13:9: request_class \"b\".match: could tie with request_class \"a\" "
                            "(request_class \"a\".match, p.toml:7:9): both count domain \"api\" by descriptor "
-                           "[tenant, user] with 1 fixed value and fix no key to different values"));
+                           "[tenant, user], each with 1 fixed value, and fix no key to different values"));
     // One fixes tenant, the other user: tenant=acme, user=bob matches both.
     EXPECT_THAT(error_of(two_classes(kKeys, R"({ tenant = "acme" })", kKeys, R"({ user = "bob" })")),
                 StartsWith("p.toml:13:9: request_class \"b\".match: could tie with request_class \"a\""));
@@ -425,8 +425,8 @@ TEST(RequestPolicy, TwoClassesThatCouldTieAreRefused) {
                          "burst = 1 }\n[[request_class]]\nname = \"b\"\ndomain = \"api\"\ndescriptor = []\nlimit = { "
                          "rate = 1, burst = 1 }\n"),
                 StartsWith("p.toml:11:14: request_class \"b\".descriptor: could tie with request_class \"a\" "
-                           "(request_class \"a\".descriptor, p.toml:6:14): both count domain \"api\" by descriptor [] "
-                           "with 0 fixed values"));
+                           "(request_class \"a\".descriptor, p.toml:6:14): both count domain \"api\" by descriptor [], "
+                           "each with 0 fixed values"));
 
     // No tie: different values on a key both fix; more fixed values on one;
     // another domain; the same keys in another order.
