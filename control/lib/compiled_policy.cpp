@@ -243,7 +243,7 @@ Status validate(const CompiledPolicy& policy) {
         return policy_error("more than " + std::to_string(kMaxPrefixesPerFamily) + " prefixes of one family");
     if (h.has_prefixes_v4 != (v4 > 0) || h.has_prefixes_v6 != (v6 > 0))
         return policy_error("the header's prefix flags do not match its prefixes (use mark_prefix_families)");
-    return ok_status();
+    return validate_requests(policy);
 }
 
 void mark_prefix_families(CompiledPolicy& policy) {

@@ -8,8 +8,10 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "request_classes.h"
 #include "result.h"
 #include "sluice/abi.h"
 
@@ -53,6 +55,10 @@ struct CompiledPolicy {
     std::vector<sluice_class_entry> classes;
     std::vector<PolicyPrefix> prefixes;
     std::vector<FleetQuota> fleet;  // by class id, for the classes with a fleet quota
+    // Request-level decisions (request_classes.h): the packet dataplanes
+    // ignore these; control/request/ decides with them.
+    std::vector<RequestClass> requests;  // ids 1..N in file order
+    std::vector<RequestDomain> request_domains;
 
     // The class entry with this id, or nullptr.
     const sluice_class_entry* find_class(uint32_t class_id) const;
@@ -84,7 +90,50 @@ inline constexpr uint64_t kMinShapeDelayNs = 1'000'000;
 // a limit of 1..kWindowLimitMax (rate_limits.h), index_bits = count_bits = 64
 // (its state is kept in full), and, for sliding_log, a limit of at most
 // SLUICE_LOG_MAX in a unit other than bytes.
+// The request classes and domains pass validate_requests().
 Status validate(const CompiledPolicy& policy);
+
+// Request-level limits and names (request_classes.h), shared by the loader
+// and validate_requests().
+inline constexpr size_t kMaxRequestKeys = 8;                             // keys of one descriptor
+inline constexpr size_t kMaxRequestKeyLength = 63;                       // a descriptor key
+inline constexpr size_t kMaxRequestValueBytes = 256;                     // a fixed value, a domain's anonymous value
+inline constexpr size_t kMaxRequestDomainLength = 128;                   // a domain's name
+inline constexpr std::string_view kRemoteAddressKey = "remote_address";  // from the connection, never a header
+
+// As a [[class]] name: 1-63 characters of a-z 0-9 _ -, starting with a letter.
+bool valid_request_class_name(std::string_view name);
+// 1..128 characters of printable ASCII without spaces or quotes.
+bool valid_request_domain(std::string_view name);
+// 1..63 characters of a-z 0-9 _ - .
+bool valid_descriptor_key(std::string_view key);
+// 1..256 bytes, none a control character (below 0x20, or 0x7f).
+bool valid_descriptor_value(std::string_view value);
+// An HTTP token (RFC 9110 section 5.6.2), as a header field name is.
+bool valid_http_token(std::string_view name);
+// What a request class's limit holds at most: its burst (gcra) or its limit
+// per window; a request that costs more could never pass.
+uint64_t request_capacity(const RequestLimit& limit);
+// Whether a descriptor could match both classes with equally many fixed
+// values, so neither wins: the same domain, the same keys in the same order,
+// as many fixed values, and no key on which both fix different values.
+bool request_classes_could_tie(const RequestClass& a, const RequestClass& b);
+
+// Request classes: at most SLUICE_MAX_CLASSES-1, ids unique in
+// 1..SLUICE_MAX_CLASSES-1, names valid and unique, a valid domain, 0..8 valid
+// keys without duplicates, fixed values valid; a gcra limit with rate
+// 1..SLUICE_RATE_MAX, burst 1..SLUICE_BURST_MAX, its gcra compiled (unit
+// packets, tolerance of one request..SLUICE_DEBT_MAX_NS) and no window; a
+// window limit kept in full as a class aggregate's (sliding_log: a limit of
+// at most SLUICE_LOG_MAX and cost = max_cost = 1) with no gcra;
+// 1 <= cost <= max_cost <= request_capacity(); a fleet only when every key
+// is fixed, with a rate, burst, fallback rate and definition_hash
+// (unit packets) as a packet class's, and a burst of at least max_cost; no
+// two classes that could tie. Request domains: names valid and unique;
+// headers map unique valid descriptor keys (never remote_address) to HTTP
+// tokens; signed keys are among them, once each; anonymous is a valid value;
+// cost_header is empty or an HTTP token.
+Status validate_requests(const CompiledPolicy& policy);
 
 // Sets the header's has_prefixes_v4/v6 from the prefixes (validate checks them).
 void mark_prefix_families(CompiledPolicy& policy);

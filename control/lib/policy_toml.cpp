@@ -3,7 +3,8 @@
 // [[class]] by [[class]] with its prefixes, class ids kept across versions,
 // and the result checked by validate(). How one table's keys are read and
 // refused is policy_toml_fields.cpp; what a level or a shape sets is
-// policy_toml_levels.cpp.
+// policy_toml_levels.cpp; the request-level tables ([[request_domain]],
+// [[request_class]]) are policy_toml_requests.cpp.
 #include "policy_toml.h"
 
 #include <toml++/toml.h>
@@ -38,7 +39,7 @@ constexpr Choice<uint8_t> kActions[] = {
     {"limit", SLUICE_ACTION_LIMIT}, {"pass", SLUICE_ACTION_PASS}, {"drop", SLUICE_ACTION_DROP}};
 constexpr Choice<uint8_t> kVerdicts[] = {{"pass", SLUICE_VERDICT_PASS}, {"drop", SLUICE_VERDICT_DROP}};
 
-constexpr std::string_view kTopKeys[] = {"version", "defaults", "global", "class"};
+constexpr std::string_view kTopKeys[] = {"version", "defaults", "global", "class", "request_domain", "request_class"};
 constexpr std::string_view kDefaultsKeys[] = {"unit",      "accuracy",        "on_table_full", "non_ip",
                                               "malformed", "max_frame_bytes", "prefix_v4",     "prefix_v6",
                                               "class",     "shadow"};
@@ -395,6 +396,8 @@ Result<LoadedPolicy> PolicyReader::read(const toml::table& root, const std::map<
 
     auto ids = assign_ids(classes, previous_ids);
     if (!ids) return ids.error();
+    auto requests = read_requests(path_, root, fleet_leasing_);
+    if (!requests) return requests.error();
 
     LoadedPolicy loaded;
     loaded.version = static_cast<uint64_t>(version.value().value_or(0));
@@ -419,6 +422,8 @@ Result<LoadedPolicy> PolicyReader::read(const toml::table& root, const std::map<
     }
     std::sort(policy.fleet.begin(), policy.fleet.end(),
               [](const FleetQuota& a, const FleetQuota& b) { return a.class_id < b.class_id; });
+    policy.requests = std::move(requests.value().classes);
+    policy.request_domains = std::move(requests.value().domains);
 
     mark_prefix_families(policy);
     // validate() refuses version 0, which here only means "the daemon numbers

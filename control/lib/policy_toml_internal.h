@@ -3,8 +3,9 @@
 // (policy_toml.h is): policy_toml_fields.cpp reads one TOML table's keys by
 // type and range and words every refusal as "path:line:column: field: what";
 // policy_toml_levels.cpp turns the keys of a class, a limit or a shape into
-// their compiled settings; policy_toml.cpp reads the file as a whole (defaults,
-// classes, prefixes, class ids) into a CompiledPolicy.
+// their compiled settings; policy_toml_requests.cpp reads the request-level
+// tables; policy_toml.cpp reads the file as a whole (defaults, classes,
+// prefixes, class ids) into a CompiledPolicy.
 #pragma once
 
 #include <toml++/toml.h>
@@ -16,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "compiled_policy.h"
 #include "rate_limits.h"
@@ -140,5 +142,15 @@ Result<sluice_source_limit> read_source_level(const Fields& level, const ClassSe
 Result<sluice_shape> read_shape(const Fields& shape);
 // A class's fleet table: its FleetQuota but for class_id and class_name.
 Result<FleetQuota> read_fleet(const Fields& fleet, const ClassSettings& inherited);
+
+// The policy's [[request_domain]] and [[request_class]] tables
+// (policy_toml_requests.cpp), each read and checked, request class ids 1..N in
+// file order, and no two classes a descriptor could match with equally many
+// fixed values. `fleet_leasing` as in PolicyLoadOptions.
+struct RequestTables {
+    std::vector<RequestClass> classes;
+    std::vector<RequestDomain> domains;
+};
+Result<RequestTables> read_requests(std::string_view path, const toml::table& root, bool fleet_leasing);
 
 }  // namespace sluice::policy_toml_internal

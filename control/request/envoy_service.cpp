@@ -58,12 +58,6 @@ void fill_limit(const RequestClass& cls, RateLimit& out) {
     }
 }
 
-bool is_overload(const Error& error) {
-    // request_gate.h: over max_in_flight the gate answers at once with an
-    // "unavailable" error.
-    return error.code == ErrorCode::internal && error.message.rfind("unavailable", 0) == 0;
-}
-
 grpc::Status status_from(const Error& error) {
     if (error.code == ErrorCode::invalid) return {grpc::StatusCode::INVALID_ARGUMENT, error.message};
     if (is_overload(error)) return {grpc::StatusCode::RESOURCE_EXHAUSTED, error.message};

@@ -5,7 +5,7 @@
 //
 // Ceilings protect sluiced itself, whatever the policy or Redis do:
 //  - max_in_flight decisions at once: one more is answered at once with an
-//    `unavailable` error (gRPC RESOURCE_EXHAUSTED, HTTP 503), counted;
+//    overload error (is_overload(); gRPC RESOURCE_EXHAUSTED, HTTP 503), counted;
 //  - domain_rate requests per second per domain on this node (a token bucket,
 //    domain_burst deep): over it, over_limit with refusal domain_ceiling.
 // A decision that took longer than `deadline` (Envoy's default RPC timeout is
@@ -47,17 +47,17 @@ struct ClassCounts {
 struct DomainCounts {
     std::map<std::string, ClassCounts> classes;  // by class name; "" for requests no class limited
     uint64_t allowed = 0, refused = 0;
-    uint64_t ceiling_refused = 0;  // refusal domain_ceiling
-    uint64_t fleet_refused = 0;    // refusal fleet
-    uint64_t table_full = 0;       // refusal table_full
+    uint64_t ceiling_refused = 0;                       // refusal domain_ceiling
+    uint64_t fleet_refused = 0;                         // refusal fleet
+    uint64_t table_full = 0;                            // refusal table_full
     std::map<std::string, uint64_t> identity_failures;  // by IdentityFailure name
 };
 struct GateStats {
     std::map<std::string, DomainCounts> domains;
-    uint64_t invalid = 0;      // refused as invalid input (weight above max_cost, ...)
-    uint64_t overloaded = 0;   // over max_in_flight
-    uint64_t late = 0;         // decisions longer than the deadline
-    uint64_t in_flight = 0;    // now
+    uint64_t invalid = 0;     // refused as invalid input (weight above max_cost, ...)
+    uint64_t overloaded = 0;  // over max_in_flight
+    uint64_t late = 0;        // decisions longer than the deadline
+    uint64_t in_flight = 0;   // now
     // Decision latency: bucket upper bounds in seconds and cumulative counts
     // (Prometheus histogram layout), sum in seconds.
     std::vector<double> latency_bounds;
@@ -73,6 +73,11 @@ struct HotKey {
     double refusals_per_second = 0;
     double share = 0;
 };
+
+// Whether decide() refused for max_in_flight (not the caller's fault: retry).
+inline bool is_overload(const Error& error) {
+    return error.code == ErrorCode::internal && error.setting == "max_in_flight";
+}
 
 class RequestGate {
   public:

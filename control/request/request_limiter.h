@@ -92,13 +92,15 @@ struct DescriptorStatus {
 struct Answer {
     Code overall = Code::ok;
     Refusal refusal = Refusal::none;
-    bool shadowed = false;  // refused only by classes in shadow: overall stays ok
+    bool shadowed = false;                   // refused only by classes in shadow: overall stays ok
     std::vector<DescriptorStatus> statuses;  // one per query descriptor, in order
     // The retry point of the whole request: the latest of its refused
     // counters' (each must have room again), absent when allowed or when no
     // wait helps.
     std::optional<uint64_t> retry_after_ns;
     uint64_t policy_version = 0;
+    // Keeps the version the class pointers above point into alive.
+    std::shared_ptr<const void> pinned;
     // The class that refused (the first refused descriptor's) and that
     // counter's values ("tenant=acme,user=bob"), for metrics and hot keys.
     const RequestClass* refused_by = nullptr;
@@ -108,8 +110,8 @@ struct Answer {
 struct LimiterOptions {
     size_t max_counters = 1'000'000;
     size_t shards = 64;
-    std::function<uint64_t()> clock;                   // ns, monotonic; default CLOCK_MONOTONIC
-    std::function<void(const std::string&)> log;       // one line per class whose counts restart
+    std::function<uint64_t()> clock;              // ns, monotonic; default CLOCK_MONOTONIC
+    std::function<void(const std::string&)> log;  // one line per class whose counts restart
 };
 
 class RequestLimiter {
@@ -122,8 +124,7 @@ class RequestLimiter {
     // Takes the request classes of `policy` (a new version). A class that
     // keeps its domain, name and algorithm (and window, for a window
     // algorithm) keeps its counters; any other change starts it fresh.
-    void apply(uint64_t version, const std::vector<RequestClass>& classes,
-               const std::vector<RequestDomain>& domains);
+    void apply(uint64_t version, const std::vector<RequestClass>& classes, const std::vector<RequestDomain>& domains);
 
     // Decides one query. An Error (invalid) for a weight above a matched
     // class's max_cost, naming the class and its max_cost; nothing is charged.

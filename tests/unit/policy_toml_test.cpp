@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <tuple>
 
@@ -105,7 +107,53 @@ TEST(PolicyToml, TheExampleFileLoads) {
         EXPECT_EQ(mail.window.limit, 10u);
         EXPECT_EQ(mail.window.window_ns, 60 * SLUICE_NANO);
         EXPECT_EQ(mail.current.unit, SLUICE_UNIT_TCP_SYN);
+
+        // The request-level tables at its end.
+        ASSERT_EQ(policy.compiled.request_domains.size(), 1u);
+        const RequestDomain& api = policy.compiled.request_domains[0];
+        EXPECT_EQ(api.name, "api");
+        EXPECT_EQ(api.headers.size(), 3u);
+        EXPECT_EQ(api.signed_keys, std::vector<std::string>{"user"});
+        EXPECT_EQ(api.cost_header, "X-Sluice-Cost");
+        const std::vector<RequestClass>& requests = policy.compiled.requests;
+        ASSERT_EQ(requests.size(), 3u);
+        EXPECT_EQ(requests[0].name, "per-user");
+        EXPECT_EQ(requests[0].id, 1u);
+        EXPECT_EQ(requests[0].limit.algorithm, SLUICE_ALGORITHM_GCRA);
+        EXPECT_EQ(requests[0].limit.burst, 20u);
+        EXPECT_EQ(requests[0].max_cost, 5u);
+        EXPECT_EQ(requests[1].name, "acme-users");
+        EXPECT_EQ(requests[1].keys[0].value, std::optional<std::string>("acme"));
+        EXPECT_EQ(requests[1].limit.window.algorithm, SLUICE_ALGORITHM_SLIDING_WINDOW);
+        EXPECT_EQ(requests[2].name, "logins");
+        EXPECT_EQ(requests[2].limit.window.algorithm, SLUICE_ALGORITHM_SLIDING_LOG);
+        EXPECT_TRUE(requests[2].shadow);
     }
+}
+
+// The example's last block, a request class with a fleet quota, is commented
+// out (it needs [fleet]); uncommented, it loads.
+TEST(PolicyToml, TheExamplesCommentedFleetRequestClassLoads) {
+    std::ifstream file(SLUICE_EXAMPLES_DIR "/policy.toml");
+    ASSERT_TRUE(file);
+    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    const size_t block = text.rfind("# [[request_class]]");
+    ASSERT_NE(block, std::string::npos);
+    std::string uncommented;
+    for (size_t at = block; at < text.size();) {
+        const size_t end = std::min(text.find('\n', at), text.size());
+        std::string_view line(text.data() + at, end - at);
+        if (line.starts_with("# ")) line.remove_prefix(2);
+        uncommented += std::string(line) + "\n";
+        at = end + 1;
+    }
+    auto loaded = load(text.substr(0, block) + uncommented);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    const std::vector<RequestClass>& requests = loaded.value().compiled.requests;
+    ASSERT_EQ(requests.size(), 4u);
+    EXPECT_EQ(requests[3].name, "globex");
+    ASSERT_TRUE(requests[3].fleet);
+    EXPECT_EQ(requests[3].fleet->fallback_rate_per_s, 300u);
 }
 
 TEST(PolicyToml, AMinimalPolicyGetsEveryDefault) {

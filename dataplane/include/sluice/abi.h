@@ -261,6 +261,12 @@ struct sluice_gcra_limit {
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_gcra_limit) == 24, "sluice_gcra_limit layout");
 
+/* ns of schedule `units` cost under `l`, rounded up (the fraction too). */
+SLUICE_INLINE __u64 sluice_gcra_units_ns(const struct sluice_gcra_limit *l, __u64 units)
+{
+	return units * l->interval_ns + ((units * l->interval_frac + 0xffffffffULL) >> 32);
+}
+
 /* The per-source level. A source's debt is kept in time, and the same time
  * means more packets under a lower rate: so each entry records the
  * generation of its class's limit that wrote it, and when the limit changes

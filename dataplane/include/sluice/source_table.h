@@ -141,9 +141,7 @@ SLUICE_INLINE __u32 sluice_entry_generation(__u64 word)
  * the level does not count (unit tcp_syn, and not a SYN). */
 SLUICE_INLINE __u64 sluice_source_cost_ns(const struct sluice_gcra_limit *limit, __u32 frame_len, __u8 tcp_syn)
 {
-	__u64 units = sluice_frame_units(limit->unit, frame_len, tcp_syn);
-
-	return units * limit->interval_ns + ((units * limit->interval_frac + 0xffffffffULL) >> 32);
+	return sluice_gcra_units_ns(limit, sluice_frame_units(limit->unit, frame_len, tcp_syn));
 }
 
 /* x * scale / 2^32 (scale in 32.32 fixed point), rounded down, at most cap

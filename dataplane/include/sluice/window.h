@@ -554,4 +554,24 @@ SLUICE_INLINE void sluice_gcra_quota(__u64 debt_ns, __u64 cost_ns, __u64 toleran
 	quota->retry_after_ns = admitted ? 0 : cost_ns > tolerance_ns ? SLUICE_NEVER : debt_ns + cost_ns - tolerance_ns;
 }
 
+/* GCRA on a whole theoretical arrival time, for state kept outside the
+ * source table (request-level counters): admits `units` at `now` iff the
+ * debt after them stays within the tolerance; then *next is the new TAT.
+ * A refusal leaves *next untouched. A TAT behind now is no debt. */
+SLUICE_INLINE int sluice_gcra_step(const struct sluice_gcra_limit *l, __u64 tat, __u64 now, __u64 units, __u64 *next,
+				   struct sluice_quota *quota)
+{
+	__u64 debt = tat > now ? tat - now : 0;
+	__u64 cost_ns = sluice_gcra_units_ns(l, units);
+	int admit = cost_ns <= l->tolerance_ns && debt <= l->tolerance_ns - cost_ns;
+
+	if (admit) {
+		debt += cost_ns;
+		*next = now + debt;
+	}
+	if (quota)
+		sluice_gcra_quota(debt, cost_ns, l->tolerance_ns, sluice_gcra_units_ns(l, 1), admit, quota);
+	return admit;
+}
+
 #endif /* SLUICE_WINDOW_H */
