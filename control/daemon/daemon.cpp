@@ -112,6 +112,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(DaemonConfig config, std::unique_p
     if (auto status = daemon->adopt_interfaces(); !status) return status.error();
     daemon->bring_to_current_policy();
     if (auto status = daemon->attach_configured_interfaces(); !status) return status.error();
+    if (auto status = daemon->start_request_service(); !status) return status.error();
     daemon->announce_ready();
     return daemon;
 }
@@ -284,6 +285,75 @@ void Daemon::sync_fleet_quotas() {
     fleet_version_ = version;
 }
 
+Status Daemon::start_request_service() {
+    const RequestConfig& config = config_.request;
+    if (!config.enabled) return ok_status();
+    request::LimiterOptions limiter_options;
+    limiter_options.max_counters = config.max_counters;
+    limiter_options.log = [](const std::string& line) { log(LogLevel::info, line); };
+    request_limiter_ = std::make_unique<request::RequestLimiter>(std::move(limiter_options));
+    request::GateOptions gate_options;
+    gate_options.max_in_flight = config.max_in_flight;
+    gate_options.domain_rate_per_s = config.domain_rate;
+    gate_options.domain_burst = config.domain_burst;
+    gate_options.deadline = std::chrono::milliseconds(config.deadline_ms);
+    request_gate_ = std::make_unique<request::RequestGate>(*request_limiter_, gate_options);
+    if (!config_.fleet.servers.empty()) {
+        request_fleet_ = std::make_unique<fleet::FleetLeaser>(fleet_options(config_.fleet));
+        request_fleet_->attach("requests", request_limiter_->fleet_credits());
+    }
+    sync_request_policy();
+    if (request_fleet_) request_fleet_->start();
+    if (!config.http_address.empty()) {
+        request::HttpServiceOptions options;
+        options.address = config.http_address;
+        options.trusted_proxies = config.trusted_proxies;
+        options.client_address_header = config.client_address_header;
+        options.identity_key_file = config.identity_key_file;
+        options.threads = static_cast<int>(config.http_threads);
+        auto http = request::HttpService::start(*request_gate_, options);
+        if (!http) return Error{"request.http_address: " + http.error().message, "request.http_address"};
+        request_http_ = std::move(http.value());
+        log(LogLevel::info, "serving request decisions for nginx auth_request",
+            {{"address", config.http_address}, {"port", std::to_string(request_http_->port())}});
+    }
+    if (!config.grpc_address.empty()) {
+        request_envoy_ =
+            std::make_unique<request::EnvoyService>(*request_gate_, request::EnvoyServiceOptions{config.grpc_address});
+        if (auto started = request_envoy_->start(); !started)
+            return Error{"request.grpc_address: " + started.error().message, "request.grpc_address"};
+        log(LogLevel::info, "serving Envoy's rate limit service",
+            {{"address", config.grpc_address}, {"port", std::to_string(request_envoy_->port())}});
+    }
+    return ok_status();
+}
+
+void Daemon::sync_request_policy() {
+    if (!request_limiter_) return;
+    PolicyService::RequestPolicy current = policy_->request_policy();
+    if (current.version == request_version_) return;
+    request_limiter_->apply(current.version, current.classes, current.domains);
+    if (request_fleet_) {
+        std::vector<FleetQuota> quotas;
+        for (const RequestClass& cls : current.classes) {
+            if (!cls.fleet) continue;
+            FleetQuota quota;
+            quota.class_id = cls.id;
+            // Its own Redis keys: "request.<domain>.<class>", never a packet class's.
+            quota.class_name = "request." + cls.domain + "." + cls.name;
+            quota.rate_per_s = cls.fleet->rate_per_s;
+            quota.burst = cls.fleet->burst;
+            quota.unit = SLUICE_UNIT_PACKETS;
+            quota.fail_open = cls.fleet->fail_open;
+            quota.fallback_rate_per_s = cls.fleet->fallback_rate_per_s;
+            quota.definition_hash = cls.fleet->definition_hash;
+            quotas.push_back(std::move(quota));
+        }
+        request_fleet_->set_quotas(current.version, std::move(quotas));
+    }
+    request_version_ = current.version;
+}
+
 void Daemon::lease_for(const std::string& name, EnforcementPoint& dataplane) {
     if (!fleet_) return;
     sync_fleet_quotas();
@@ -371,11 +441,13 @@ void Daemon::publish_metrics() {
         entry.hot_sources = interface->hot_sources.top(kHotSourcesExported, now);
         snapshot.interfaces.push_back(std::move(entry));
     }
-    if (fleet_) {
-        for (const fleet::FleetClassStatus& account : fleet_->status()) {
+    for (const fleet::FleetLeaser* leaser : {fleet_.get(), request_fleet_.get()}) {
+        if (!leaser) continue;
+        for (const fleet::FleetClassStatus& account : leaser->status()) {
             FleetAccountSnapshot entry;
             entry.interface = account.dataplane;
             entry.class_id = account.class_id;
+            if (leaser == request_fleet_.get()) entry.class_name = account.class_name;
             entry.fallback = account.state == fleet::LeaseState::fallback;
             entry.credit = account.credit_available;
             entry.redis_granted = account.redis_granted_total;
@@ -385,6 +457,10 @@ void Daemon::publish_metrics() {
             entry.fallbacks = account.fallbacks;
             snapshot.fleet.push_back(std::move(entry));
         }
+    }
+    if (request_gate_) {
+        snapshot.request = request_gate_->stats();
+        snapshot.request_hot_keys = request_gate_->hot_keys(kHotSourcesExported);
     }
     metrics_->publish(build_metric_families(snapshot));
 }
@@ -399,6 +475,7 @@ Status Daemon::run(DaemonSignals& signals) {
             reload_policy_file();
         }
         sync_fleet_quotas();  // right after a push, rollback or reload changed the version
+        sync_request_policy();
         drain_drop_events();
         const auto now = Clock::now();
         if (now - last_sample_ >= kSampleInterval) {
@@ -408,6 +485,7 @@ Status Daemon::run(DaemonSignals& signals) {
         }
         if (now - last_count_ >= kCountInterval) {
             count_sources();
+            if (request_limiter_) request_limiter_->sweep();  // counters back to nothing admitted
             last_count_ = now;
         }
     }

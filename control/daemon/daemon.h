@@ -32,12 +32,16 @@
 
 #include "control_server.h"
 #include "daemon_config.h"
+#include "envoy_service.h"
 #include "fixed_ports.h"
 #include "fleet_leaser.h"
 #include "hot_sources.h"
+#include "http_service.h"
 #include "interface_host.h"
 #include "metrics.h"
 #include "policy_service.h"
+#include "request_gate.h"
+#include "request_limiter.h"
 #include "result.h"
 #include "verbs.h"
 
@@ -113,6 +117,14 @@ class Daemon {
     void reload_policy_file();
     // Hands the leaser the current version's fleet quotas when the version changed.
     void sync_fleet_quotas();
+    // [request]: the limiter takes the current version's request classes, and
+    // the doors start serving (on the current version: none before it).
+    Status start_request_service();
+    // Hands the request limiter (and its leaser) the current version's request
+    // classes when the version changed.
+    void sync_request_policy();
+    nlohmann::json request_status_json() const;  // null without [request]
+    nlohmann::json request_stats_json() const;   // null without [request]
     // The leaser takes (and gives back) fleet credit of an interface's dataplane.
     void lease_for(const std::string& name, EnforcementPoint& dataplane);
     void stop_leasing_for(EnforcementPoint& dataplane);
@@ -147,6 +159,15 @@ class Daemon {
     // stops, and returns what it holds, before the interfaces go.
     std::unique_ptr<fleet::FleetLeaser> fleet_;
     uint64_t fleet_version_ = 0;  // the policy version fleet_ has the quotas of
+    // Request-level decisions ([request] configured). Declared so that the
+    // doors stop first, then the leaser returns the request classes' credit,
+    // and the limiter, whose cells it leases into, goes last.
+    std::unique_ptr<request::RequestLimiter> request_limiter_;
+    std::unique_ptr<request::RequestGate> request_gate_;
+    std::unique_ptr<fleet::FleetLeaser> request_fleet_;
+    std::unique_ptr<request::HttpService> request_http_;
+    std::unique_ptr<request::EnvoyService> request_envoy_;
+    uint64_t request_version_ = 0;  // the policy version the limiter has the classes of
 };
 
 // Routes SIGTERM and SIGINT to signals.stop and SIGHUP to signals.reload,

@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "compiled_policy.h"
+
 namespace sluice {
 namespace {
 
@@ -132,6 +134,73 @@ Status parse_fleet(std::string_view path, const toml::node& node, FleetConfig& f
     return ok_status();
 }
 
+Status bounded_key(std::string_view path, const toml::node& node, std::string_view key, int64_t min, int64_t max,
+                   uint64_t& out) {
+    const auto* number = node.as_integer();
+    if (number == nullptr || number->get() < min || number->get() > max)
+        return at(path, node, key, "expected an integer in " + std::to_string(min) + ".." + std::to_string(max));
+    out = static_cast<uint64_t>(number->get());
+    return ok_status();
+}
+
+Status parse_request(std::string_view path, const toml::node& node, RequestConfig& request) {
+    const auto* table = node.as_table();
+    if (table == nullptr) return at(path, node, "request", "expected a table ([request])");
+    request.enabled = true;
+    for (const auto& [name, value] : *table) {
+        const std::string key = "request." + std::string(name.str());
+        uint64_t number = 0;
+        Status status = ok_status();
+        if (name == "http_address") {
+            status = string_key(path, value, key, request.http_address);
+        } else if (name == "grpc_address") {
+            status = string_key(path, value, key, request.grpc_address);
+        } else if (name == "trusted_proxies") {
+            const auto* list = value.as_array();
+            if (list == nullptr) return at(path, value, key, "expected an array of CIDR prefixes");
+            for (const auto& item : *list) {
+                const auto* text = item.as_string();
+                if (text == nullptr) return at(path, item, key, "expected a CIDR prefix string");
+                std::string cidr = text->get();
+                if (cidr.find('/') == std::string::npos) cidr += cidr.find(':') == std::string::npos ? "/32" : "/128";
+                if (auto prefix = parse_prefix(cidr, 0); !prefix) return at(path, item, key, prefix.error().message);
+                request.trusted_proxies.push_back(text->get());
+            }
+        } else if (name == "client_address_header") {
+            status = string_key(path, value, key, request.client_address_header);
+            if (status && request.client_address_header != "X-Forwarded-For" &&
+                request.client_address_header != "Forwarded")
+                return at(path, value, key, "expected \"X-Forwarded-For\" or \"Forwarded\"");
+        } else if (name == "identity_key_file") {
+            status = absolute_path_key(path, value, key, request.identity_key_file);
+        } else if (name == "http_threads") {
+            status = bounded_key(path, value, key, 1, 256, number);
+            request.http_threads = static_cast<uint32_t>(number);
+        } else if (name == "max_in_flight") {
+            status = bounded_key(path, value, key, 1, 1'000'000, number);
+            request.max_in_flight = static_cast<uint32_t>(number);
+        } else if (name == "domain_rate") {
+            status = bounded_key(path, value, key, 0, 1'000'000'000, request.domain_rate);
+        } else if (name == "domain_burst") {
+            status = bounded_key(path, value, key, 0, 1'000'000'000, request.domain_burst);
+        } else if (name == "deadline_ms") {
+            status = bounded_ms_key(path, value, key, 1, 60000, request.deadline_ms);
+        } else if (name == "max_counters") {
+            status = bounded_key(path, value, key, 1, 100'000'000, number);
+            request.max_counters = static_cast<uint32_t>(number);
+        } else {
+            return at(path, value, key,
+                      "unknown key (expected http_address, grpc_address, trusted_proxies, client_address_header, "
+                      "identity_key_file, http_threads, max_in_flight, domain_rate, domain_burst, deadline_ms or "
+                      "max_counters)");
+        }
+        if (!status) return status;
+    }
+    if (request.http_address.empty() && request.grpc_address.empty())
+        return at(path, node, "request", "[request] needs http_address, grpc_address or both");
+    return ok_status();
+}
+
 Status parse_key(std::string_view path, std::string_view key, const toml::node& value, DaemonConfig& config,
                  std::set<std::string>& interface_names) {
     if (key == "socket") return absolute_path_key(path, value, key, config.socket);
@@ -177,9 +246,10 @@ Status parse_key(std::string_view path, std::string_view key, const toml::node& 
         return ok_status();
     }
     if (key == "fleet") return parse_fleet(path, value, config.fleet);
+    if (key == "request") return parse_request(path, value, config.request);
     return at(path, value, key,
               "unknown key (expected socket, socket_group, state_dir, bpffs_dir, policy_file, metrics_address, "
-              "log_level, detach_on_exit, source_capacity, [[interface]] or [fleet])");
+              "log_level, detach_on_exit, source_capacity, [[interface]], [fleet] or [request])");
 }
 
 }  // namespace

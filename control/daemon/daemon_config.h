@@ -36,6 +36,24 @@ struct FleetConfig {
     std::string username, password;             // AUTH (no TLS: Debian's hiredis 0.14 has none)
 };
 
+// [request]: request-level decisions for HTTP proxies (control/request/).
+// Without the table sluiced serves neither front door; a policy's request
+// classes still load and are versioned.
+struct RequestConfig {
+    bool enabled = false;                                   // the table is there
+    std::string http_address;                               // nginx auth_request endpoint; empty: off
+    std::string grpc_address;                               // Envoy's rate limit service; empty: off
+    std::vector<std::string> trusted_proxies;               // CIDRs whose X-Forwarded-For / Forwarded is believed
+    std::string client_address_header = "X-Forwarded-For";  // or "Forwarded"
+    std::string identity_key_file;                          // HMAC key for signed descriptor values
+    uint32_t http_threads = 8;
+    uint32_t max_in_flight = 1024;      // decisions at once; more are answered "overloaded"
+    uint64_t domain_rate = 0;           // requests per second per domain on this node; 0: no ceiling
+    uint64_t domain_burst = 0;          // 0: a second's worth of domain_rate
+    uint32_t deadline_ms = 20;          // a slower decision is counted late (Envoy's default RPC timeout)
+    uint32_t max_counters = 1'000'000;  // request counters held at once (one per class and key values)
+};
+
 struct DaemonConfig {
     std::string socket = std::string(kDefaultSocketPath);
     std::string socket_group;  // empty: root (and sluiced's own user) only, mode 0600
@@ -48,6 +66,7 @@ struct DaemonConfig {
     uint32_t source_capacity = SLUICE_SOURCE_CAPACITY_DEFAULT;  // source table entries (8 bytes each)
     std::vector<InterfaceConfig> interfaces;
     FleetConfig fleet;
+    RequestConfig request;
 };
 
 Result<DaemonConfig> parse_daemon_config(std::string_view text, std::string_view path);

@@ -135,7 +135,57 @@ Result<json> Daemon::status_json() {
                 {"policy", current ? version_summary(*current) : json(nullptr)},
                 {"interfaces", std::move(interfaces)},
                 {"fleet", std::move(fleet)},
+                {"requests", request_status_json()},
                 {"unprotected", host_->unprotected(hosted_names)}};
+}
+
+json Daemon::request_status_json() const {
+    if (!request_limiter_) return nullptr;  // no [request] configured
+    return json{{"http_port", request_http_ ? json(request_http_->port()) : json(nullptr)},
+                {"grpc_port", request_envoy_ ? json(request_envoy_->port()) : json(nullptr)},
+                {"policy_version", request_limiter_->version()},
+                {"counters", request_limiter_->counters()}};
+}
+
+json Daemon::request_stats_json() const {
+    if (!request_gate_) return nullptr;
+    const RequestGateStats stats = request_gate_->stats();
+    json domains = json::array();
+    for (const auto& [domain, counts] : stats.domains) {
+        json classes = json::array();
+        for (const auto& [name, c] : counts.classes)
+            classes.push_back({{"class", name},
+                               {"allowed", c.allowed},
+                               {"refused", c.refused},
+                               {"shadow_refused", c.shadow_refused}});
+        domains.push_back({{"domain", domain},
+                           {"allowed", counts.allowed},
+                           {"refused", counts.refused},
+                           {"domain_ceiling", counts.ceiling_refused},
+                           {"fleet", counts.fleet_refused},
+                           {"table_full", counts.table_full},
+                           {"identity_failures", counts.identity_failures},
+                           {"classes", std::move(classes)}});
+    }
+    // Quantiles from the histogram: the upper bound of the bucket that holds them.
+    auto quantile = [&](double q) -> json {
+        if (!stats.latency_count) return nullptr;
+        const double rank = q * static_cast<double>(stats.latency_count);
+        for (size_t i = 0; i < stats.latency_bounds.size(); ++i)
+            if (static_cast<double>(stats.latency_counts[i]) >= rank) return stats.latency_bounds[i];
+        return "+Inf";
+    };
+    return json{
+        {"domains", std::move(domains)},
+        {"invalid", stats.invalid},
+        {"overloaded", stats.overloaded},
+        {"late", stats.late},
+        {"in_flight", stats.in_flight},
+        {"counters", stats.counters},
+        {"decisions", stats.latency_count},
+        {"latency_mean_s", stats.latency_count ? stats.latency_sum_s / static_cast<double>(stats.latency_count) : 0.0},
+        {"latency_p50_le_s", quantile(0.5)},
+        {"latency_p99_le_s", quantile(0.99)}};
 }
 
 Result<json> Daemon::stats_json() {
@@ -237,7 +287,7 @@ Result<json> Daemon::stats_json() {
                               {"sources", sources_json(interface->sources)},
                               {"stats", std::move(health)}});
     }
-    return json{{"interval_s", interval_s}, {"interfaces", std::move(interfaces)}};
+    return json{{"interval_s", interval_s}, {"interfaces", std::move(interfaces)}, {"requests", request_stats_json()}};
 }
 
 Result<json> Daemon::top_json(const json& args) {
@@ -272,9 +322,20 @@ Result<json> Daemon::top_json(const json& args) {
         entry["share"] = total_decayed > 0 ? decayed / total_decayed : 0.0;
         sources.push_back(std::move(entry));
     }
+    json request_keys = nullptr;  // no [request] configured
+    if (request_gate_) {
+        request_keys = json::array();
+        for (const RequestHotKey& key : request_gate_->hot_keys(n))
+            request_keys.push_back({{"domain", key.domain},
+                                    {"class", key.class_name},
+                                    {"key", key.value},
+                                    {"refusals_per_second", key.refusals_per_second},
+                                    {"share", key.share}});
+    }
     return json{{"total_drops_per_second", total_rate},
                 {"tau_s", HotSources::kDefaultTauSeconds},
-                {"sources", std::move(sources)}};
+                {"sources", std::move(sources)},
+                {"request_keys", std::move(request_keys)}};
 }
 
 void Daemon::serve(Verb verb, Handler handler) {

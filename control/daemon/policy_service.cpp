@@ -190,6 +190,8 @@ const PolicyService::CurrentFacts& PolicyService::current_facts() const {
                 for (const sluice_class_entry& cls : compiled.value().classes)
                     if (cls.shadow) facts_.shadow.insert(cls.class_id);
                 facts_.fleet = std::move(compiled.value().fleet);
+                facts_.requests = std::move(compiled.value().requests);
+                facts_.request_domains = std::move(compiled.value().request_domains);
             }
         }
     }
@@ -205,6 +207,12 @@ std::pair<uint64_t, std::vector<FleetQuota>> PolicyService::fleet_quotas() const
     std::lock_guard<std::mutex> lock(mutex_);
     const CurrentFacts& facts = current_facts();
     return {facts.version, facts.fleet};
+}
+
+PolicyService::RequestPolicy PolicyService::request_policy() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const CurrentFacts& facts = current_facts();
+    return {facts.version, facts.requests, facts.request_domains};
 }
 
 std::vector<PolicyVersion> PolicyService::history() const {

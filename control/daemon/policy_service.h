@@ -79,6 +79,13 @@ class PolicyService {
     std::set<uint32_t> shadow_classes() const;
     // The current version (0: none) and its fleet quotas, compiled as shadow_classes().
     std::pair<uint64_t, std::vector<FleetQuota>> fleet_quotas() const;
+    // The current version (0: none) and its request classes and domains, compiled as shadow_classes().
+    struct RequestPolicy {
+        uint64_t version = 0;
+        std::vector<RequestClass> classes;
+        std::vector<RequestDomain> domains;
+    };
+    RequestPolicy request_policy() const;
     Result<PolicyVersion> get(uint64_t version) const;
 
   private:
@@ -106,6 +113,8 @@ class PolicyService {
         uint64_t version = 0;  // 0: not computed yet, or no version
         std::set<uint32_t> shadow;
         std::vector<FleetQuota> fleet;
+        std::vector<RequestClass> requests;
+        std::vector<RequestDomain> request_domains;
     };
     const CurrentFacts& current_facts() const;  // with mutex_ held
     mutable CurrentFacts facts_;

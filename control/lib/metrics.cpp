@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <limits>
 #include <utility>
 
 #include "labels.h"
@@ -114,6 +115,82 @@ std::string class_label(const std::map<uint32_t, std::string>& names, uint32_t c
     const auto found = names.find(class_id);
     return found != names.end() ? found->second : "class_" + std::to_string(class_id);
 }
+
+namespace {
+
+// Request-level decisions (control/request/request_gate.h).
+void add_request_families(const RequestGateStats& stats, const std::vector<RequestHotKey>& hot_keys,
+                          std::vector<MetricFamily>& families) {
+    auto decisions = family("sluice_request_decisions_total",
+                            "Request-level decisions by domain, request class and outcome (allowed, refused, or "
+                            "shadow_refused: a class in shadow would have refused); class \"\" for requests no "
+                            "class limited.",
+                            MetricType::Counter);
+    auto requests =
+        family("sluice_request_answers_total", "Requests answered, by domain and overall result (allowed or refused).",
+               MetricType::Counter);
+    auto refusals = family("sluice_request_refusals_total",
+                           "Refused requests by domain and why beyond a class limit: domain_ceiling (this node's "
+                           "per-domain rate), fleet (no fleet credit: Redis refused or unavailable and closed), "
+                           "table_full (no room for a new counter).",
+                           MetricType::Counter);
+    auto identity = family("sluice_request_identity_failures_total",
+                           "Signed descriptor values that failed verification and fell to the domain's anonymous "
+                           "value, by domain and reason.",
+                           MetricType::Counter);
+    auto errors = family("sluice_request_errors_total",
+                         "Requests not decided: invalid (a weight above max_cost, a malformed request) or "
+                         "overloaded (max_in_flight decisions already running).",
+                         MetricType::Counter);
+    auto late = family("sluice_request_late_total",
+                       "Decisions that took longer than request.deadline_ms (the proxy may have given up).",
+                       MetricType::Counter);
+    auto in_flight = family("sluice_request_in_flight", "Decisions running now.", MetricType::Gauge);
+    auto counters = family("sluice_request_counters", "Request counters held (one per request class and key values).",
+                           MetricType::Gauge);
+    auto latency =
+        family("sluice_request_decision_seconds", "Time to decide one request, in sluiced.", MetricType::Histogram);
+    auto hot = family("sluice_request_hot_key_refusal_rate",
+                      "Refusals per second of the request counters refused most (top 20, decayed over ~10 s).",
+                      MetricType::Gauge);
+    for (const auto& [domain, counts] : stats.domains) {
+        for (const auto& [cls, c] : counts.classes) {
+            add(decisions, {{"class", cls}, {"domain", domain}, {"outcome", "allowed"}},
+                static_cast<double>(c.allowed));
+            add(decisions, {{"class", cls}, {"domain", domain}, {"outcome", "refused"}},
+                static_cast<double>(c.refused));
+            add(decisions, {{"class", cls}, {"domain", domain}, {"outcome", "shadow_refused"}},
+                static_cast<double>(c.shadow_refused));
+        }
+        add(requests, {{"domain", domain}, {"result", "allowed"}}, static_cast<double>(counts.allowed));
+        add(requests, {{"domain", domain}, {"result", "refused"}}, static_cast<double>(counts.refused));
+        add(refusals, {{"domain", domain}, {"reason", "domain_ceiling"}}, static_cast<double>(counts.ceiling_refused));
+        add(refusals, {{"domain", domain}, {"reason", "fleet"}}, static_cast<double>(counts.fleet_refused));
+        add(refusals, {{"domain", domain}, {"reason", "table_full"}}, static_cast<double>(counts.table_full));
+        for (const auto& [reason, count] : counts.identity_failures)
+            add(identity, {{"domain", domain}, {"reason", reason}}, static_cast<double>(count));
+    }
+    add(errors, {{"kind", "invalid"}}, static_cast<double>(stats.invalid));
+    add(errors, {{"kind", "overloaded"}}, static_cast<double>(stats.overloaded));
+    add(late, {}, static_cast<double>(stats.late));
+    add(in_flight, {}, static_cast<double>(stats.in_flight));
+    add(counters, {}, static_cast<double>(stats.counters));
+    ClientMetric histogram;
+    histogram.histogram.sample_count = stats.latency_count;
+    histogram.histogram.sample_sum = stats.latency_sum_s;
+    for (size_t i = 0; i < stats.latency_bounds.size() && i < stats.latency_counts.size(); ++i)
+        histogram.histogram.bucket.push_back({stats.latency_counts[i], stats.latency_bounds[i]});
+    if (!stats.latency_counts.empty())
+        histogram.histogram.bucket.push_back({stats.latency_counts.back(), std::numeric_limits<double>::infinity()});
+    latency.metric.push_back(std::move(histogram));
+    for (const RequestHotKey& key : hot_keys)
+        add(hot, {{"class", key.class_name}, {"domain", key.domain}, {"key", key.value}}, key.refusals_per_second);
+    for (MetricFamily* f :
+         {&decisions, &requests, &refusals, &identity, &errors, &late, &in_flight, &counters, &latency, &hot})
+        families.push_back(std::move(*f));
+}
+
+}  // namespace
 
 std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) {
     auto packets = family("sluice_packets_total", "Packets decided, by interface, class, verdict and reason.",
@@ -228,7 +305,8 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
         family("sluice_fleet_exchanges_total",
                "Lease exchanges with Redis for a fleet quota, by result (ok or failed).", MetricType::Counter);
     for (const FleetAccountSnapshot& account : snapshot.fleet) {
-        const std::string cls = class_label(snapshot.class_names, account.class_id);
+        const std::string cls =
+            account.class_name.empty() ? class_label(snapshot.class_names, account.class_id) : account.class_name;
         const Labels labels{{"class", cls}, {"interface", account.interface}};
         add(fleet_state, {{"class", cls}, {"interface", account.interface}, {"state", "leasing"}},
             account.fallback ? 0 : 1);
@@ -307,6 +385,7 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
                             &fleet_granted,
                             &fleet_exchanges})
         families.push_back(std::move(*f));
+    if (snapshot.request) add_request_families(*snapshot.request, snapshot.request_hot_keys, families);
     return families;
 }
 

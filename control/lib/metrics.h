@@ -26,6 +26,7 @@
 #include "control_server.h"
 #include "dataplane.h"
 #include "hot_sources.h"
+#include "request_stats.h"
 #include "result.h"
 #include "sluice/abi.h"
 
@@ -53,9 +54,10 @@ struct InterfaceSnapshot {
 struct FleetAccountSnapshot {
     std::string interface;
     uint32_t class_id = 0;
-    bool fallback = false;                             // leasing otherwise
-    int64_t credit = 0;                                // units the dataplane may still admit; negative: overdrawn
-    uint64_t redis_granted = 0, fallback_granted = 0;  // units granted, by where from
+    std::string class_name;  // a request class's leaser names its quota; empty: the packet class of class_id
+    bool fallback = false;   // leasing otherwise
+    int64_t credit = 0;      // units the dataplane may still admit; negative: overdrawn
+    uint64_t redis_granted = 0, fallback_granted = 0;     // units granted, by where from
     uint64_t exchanges = 0, failures = 0, fallbacks = 0;  // exchanges that succeeded, that failed
 };
 
@@ -73,6 +75,9 @@ struct DaemonSnapshot {
     std::set<uint32_t> shadow_classes;            // ids of the current policy's classes in shadow
     std::vector<InterfaceSnapshot> interfaces;
     std::vector<FleetAccountSnapshot> fleet;
+    // Request-level decisions ([request] configured; control/request/).
+    std::optional<RequestGateStats> request;
+    std::vector<RequestHotKey> request_hot_keys;
 };
 
 // How many hot sources per interface are exported.

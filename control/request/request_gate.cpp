@@ -120,7 +120,7 @@ Result<Answer> RequestGate::decide(Door door, const Query& query) {
         return result;
     }
     Answer& answer = result.value();
-    DomainCounts& counts = s.stats.domains[query.domain];
+    RequestDomainCounts& counts = s.stats.domains[query.domain];
     if (!within_ceiling) {
         answer.overall = Code::over_limit;
         answer.refusal = Refusal::domain_ceiling;
@@ -142,7 +142,7 @@ Result<Answer> RequestGate::decide(Door door, const Query& query) {
         const RequestClass* cls = status.limit->cls;
         if (std::find(seen.begin(), seen.end(), cls) != seen.end()) continue;
         seen.push_back(cls);
-        ClassCounts& c = counts.classes[cls->name];
+        RequestClassCounts& c = counts.classes[cls->name];
         if (cls->shadow && status.limit->retry_after_ns)
             ++c.shadow_refused;
         else if (status.code == Code::over_limit)
@@ -166,6 +166,7 @@ GateStats RequestGate::stats() const {
     std::lock_guard lock(state_->mu);
     GateStats out = state_->stats;
     out.in_flight = state_->in_flight.load();
+    out.counters = limiter_.counters();
     return out;
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "request_limiter.h"
+#include "request_stats.h"
 #include "result.h"
 
 namespace sluice::request {
@@ -40,39 +41,8 @@ struct GateOptions {
 enum class IdentityFailure : uint8_t { unsigned_value, bad_signature, expired, malformed };
 std::string_view to_string(IdentityFailure failure);  // "unsigned", "bad_signature", "expired", "malformed"
 
-// Counts since start, for /metrics and `sluicectl stats`.
-struct ClassCounts {
-    uint64_t allowed = 0, refused = 0, shadow_refused = 0;
-};
-struct DomainCounts {
-    std::map<std::string, ClassCounts> classes;  // by class name; "" for requests no class limited
-    uint64_t allowed = 0, refused = 0;
-    uint64_t ceiling_refused = 0;                       // refusal domain_ceiling
-    uint64_t fleet_refused = 0;                         // refusal fleet
-    uint64_t table_full = 0;                            // refusal table_full
-    std::map<std::string, uint64_t> identity_failures;  // by IdentityFailure name
-};
-struct GateStats {
-    std::map<std::string, DomainCounts> domains;
-    uint64_t invalid = 0;     // refused as invalid input (weight above max_cost, ...)
-    uint64_t overloaded = 0;  // over max_in_flight
-    uint64_t late = 0;        // decisions longer than the deadline
-    uint64_t in_flight = 0;   // now
-    // Decision latency: bucket upper bounds in seconds and cumulative counts
-    // (Prometheus histogram layout), sum in seconds.
-    std::vector<double> latency_bounds;
-    std::vector<uint64_t> latency_counts;
-    double latency_sum_s = 0;
-    uint64_t latency_count = 0;
-};
-
-// A descriptor value refused most, by the Space-Saving top-K over decayed
-// counts (hot_sources.h's method, over strings).
-struct HotKey {
-    std::string domain, class_name, value;  // value: the counter's key values, "k=v,k=v"
-    double refusals_per_second = 0;
-    double share = 0;
-};
+using GateStats = sluice::RequestGateStats;
+using HotKey = sluice::RequestHotKey;
 
 // Whether decide() refused for max_in_flight (not the caller's fault: retry).
 inline bool is_overload(const Error& error) {
