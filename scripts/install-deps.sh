@@ -25,6 +25,10 @@ packages=(
   libhiredis-dev redis-server redis-tools
   # the fleet e2e test runs one node's sluiced with its wall clock 5 s ahead
   faketime
+  # request-level decisions (control/request/): Envoy's rate limit service over gRPC (grpc++,
+  # protobuf and their code generators), the nginx auth_request endpoint (cpp-httplib); the tests
+  # and sluice-bench http put a real nginx in front and load it with wrk
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libcpp-httplib-dev nginx wrk
   # sluice-dpdk and sluice-bench dpdk: DPDK's headers and libraries; it depends on every PMD plugin,
   # among them net_null, net_ring and net_pcap (librte-net-{null,ring,pcap}23) that the tests use
   libdpdk-dev

@@ -337,6 +337,17 @@ std::string format_status(const json& result) {
         }
     }
 
+    const json& requests = member(result, "requests");
+    if (requests.is_object()) {
+        text +=
+            "\nrequests: nginx auth_request " +
+            (member(requests, "http_port").is_null() ? std::string("off") : "port " + text_of(requests, "http_port")) +
+            ", envoy rate limit service " +
+            (member(requests, "grpc_port").is_null() ? std::string("off") : "port " + text_of(requests, "grpc_port")) +
+            ", policy version " + version_of(requests, "policy_version") + ", " + text_of(requests, "counters") +
+            " counters\n";
+    }
+
     const json& unprotected = member(result, "unprotected");
     if (unprotected.is_array() && !unprotected.empty()) {
         text += "unprotected: " + joined(unprotected, ", ") + " (UP without Sluice)\n";
@@ -404,19 +415,103 @@ std::string format_diff(const json& result) {
            "\n";
 }
 
-std::string format_stats(const json& result) {
-    const json& interfaces = member(result, "interfaces");
-    if (!interfaces.is_array() || interfaces.empty()) return "no interfaces attached (sluicectl attach IFNAME)\n";
-    const double interval_s = number_of(result, "interval_s");
-    std::string text;
-    for (const json& interface : interfaces) {
-        if (!text.empty()) text += "\n";
-        text += format_interface_stats(interface, interval_s);
+namespace {
+
+// A latency bound in seconds as "0.5ms", "+Inf" as "> 0.5s".
+std::string latency_text(const json& bound) {
+    if (!bound.is_number()) return bound.is_string() ? "> 0.5s" : std::string(kMissing);
+    char text[32];
+    const double seconds = bound.get<double>();
+    if (seconds < 1e-3)
+        std::snprintf(text, sizeof(text), "%gus", seconds * 1e6);
+    else
+        std::snprintf(text, sizeof(text), "%gms", seconds * 1e3);
+    return text;
+}
+
+// The request-level decisions of `stats` (the gate's counts since start).
+std::string format_request_stats(const json& requests) {
+    std::string text = "requests: " + text_of(requests, "decisions") +
+                       " decided, p50 <= " + latency_text(member(requests, "latency_p50_le_s")) +
+                       ", p99 <= " + latency_text(member(requests, "latency_p99_le_s")) + "; late " +
+                       text_of(requests, "late") + ", overloaded " + text_of(requests, "overloaded") + ", invalid " +
+                       text_of(requests, "invalid") + ", counters " + text_of(requests, "counters") + "\n";
+    const json& domains = member(requests, "domains");
+    if (!domains.is_array() || domains.empty()) return text;
+    using Align = Table::Align;
+    Table table({"DOMAIN", "CLASS", "ALLOWED", "REFUSED", "SHADOW_REFUSED"},
+                {Align::left, Align::left, Align::right, Align::right, Align::right});
+    for (const json& domain : domains) {
+        for (const json& klass : member(domain, "classes")) {
+            const std::string name = text_of(klass, "class");
+            table.add_row({text_of(domain, "domain"), name.empty() ? "(no class)" : name, text_of(klass, "allowed"),
+                           text_of(klass, "refused"), text_of(klass, "shadow_refused")});
+        }
+    }
+    text += table.render();
+    for (const json& domain : domains) {
+        std::string also;
+        for (const char* reason : {"domain_ceiling", "fleet", "table_full"})
+            if (integer_of(domain, reason).value_or(0) > 0)
+                also += std::string(also.empty() ? "" : ", ") + reason + " " + text_of(domain, reason);
+        const json& identity = member(domain, "identity_failures");
+        if (identity.is_object())
+            for (const auto& [reason, count] : identity.items())
+                also += std::string(also.empty() ? "" : ", ") + "identity " + reason + " " + text_of(count);
+        if (!also.empty()) text += "domain " + text_of(domain, "domain") + " also refused: " + also + "\n";
     }
     return text;
 }
 
+}  // namespace
+
+std::string format_stats(const json& result) {
+    const json& interfaces = member(result, "interfaces");
+    const json& requests = member(result, "requests");
+    std::string text;
+    if (!interfaces.is_array() || interfaces.empty()) {
+        text = "no interfaces attached (sluicectl attach IFNAME)\n";
+    } else {
+        const double interval_s = number_of(result, "interval_s");
+        for (const json& interface : interfaces) {
+            if (!text.empty()) text += "\n";
+            text += format_interface_stats(interface, interval_s);
+        }
+    }
+    if (requests.is_object()) text += "\n" + format_request_stats(requests);
+    return text;
+}
+
+namespace {
+
+// The request counters refused most, when sluiced decides requests.
+std::string format_request_keys(const json& keys) {
+    if (!keys.is_array()) return "";
+    if (keys.empty()) return "\nno request counter is being refused\n";
+    using Align = Table::Align;
+    Table table({"RANK", "DOMAIN", "CLASS", "KEY", "REFUSED/s", "SHARE"},
+                {Align::right, Align::left, Align::left, Align::left, Align::right, Align::right});
+    std::size_t rank = 0;
+    for (const json& key : keys) {
+        char percent[32];
+        std::snprintf(percent, sizeof(percent), "%.1f%%", number_of(key, "share") * 100);
+        table.add_row({std::to_string(++rank), text_of(key, "domain"), text_of(key, "class"), text_of(key, "key"),
+                       human_rate(number_of(key, "refusals_per_second")), percent});
+    }
+    return "\nrequest counters refused most:\n" + table.render();
+}
+
+std::string format_source_top(const json& result);
+
+}  // namespace
+
 std::string format_top(const json& result) {
+    return format_source_top(result) + format_request_keys(member(result, "request_keys"));
+}
+
+namespace {
+
+std::string format_source_top(const json& result) {
     std::string text = "drops " + human_rate(number_of(result, "total_drops_per_second")) + "/s in total; ";
     const double tau_s = number_of(result, "tau_s");
     if (tau_s > 0) {
@@ -472,6 +567,8 @@ std::string format_top(const json& result) {
     }
     return text;
 }
+
+}  // namespace
 
 // One formatter per verb: the switch has no default, so the build (-Wswitch,
 // an error) names a verb added to kVerbs without one.

@@ -13,6 +13,8 @@ namespace sluice {
 
 // Counts since start, for /metrics and `sluicectl stats`.
 struct RequestClassCounts {
+    // allowed: requests admitted (and charged here); refused: requests this
+    // class refused; shadow_refused: requests it would have refused, in shadow.
     uint64_t allowed = 0, refused = 0, shadow_refused = 0;
 };
 struct RequestDomainCounts {

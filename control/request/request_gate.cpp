@@ -135,7 +135,9 @@ Result<Answer> RequestGate::decide(Door door, const Query& query) {
         ++counts.refused;
     if (answer.refusal == Refusal::fleet) ++counts.fleet_refused;
     if (answer.refusal == Refusal::table_full) ++counts.table_full;
-    // Per class: every class the request met, under the outcome it had there.
+    // Per class: every class the request met, under the outcome it had there;
+    // a class that would have admitted a request another refused counts
+    // nothing (it was not charged).
     std::vector<const RequestClass*> seen;
     for (const DescriptorStatus& status : answer.statuses) {
         if (!status.limit) continue;
@@ -147,7 +149,7 @@ Result<Answer> RequestGate::decide(Door door, const Query& query) {
             ++c.shadow_refused;
         else if (status.code == Code::over_limit)
             ++c.refused;
-        else
+        else if (answer.overall == Code::ok)
             ++c.allowed;
     }
     if (seen.empty()) ++counts.classes[""].allowed;

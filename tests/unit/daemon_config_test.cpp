@@ -157,7 +157,53 @@ INSTANTIATE_TEST_SUITE_P(
                 "c.toml:1:1: fleet.unavailable_after_ms: must be at least", "fleet.unavailable_after_ms"},
         Refusal{"[fleet]\nservers = [\"r:1\"]\nusername = \"u\"", "c.toml:1:1: fleet.password: missing",
                 "fleet.password"},
-        Refusal{"[fleet]\nservers = [\"r:1\"]\ntls = true", "c.toml:3:7: fleet.tls: unknown key", "fleet.tls"}));
+        Refusal{"[fleet]\nservers = [\"r:1\"]\ntls = true", "c.toml:3:7: fleet.tls: unknown key", "fleet.tls"},
+        Refusal{"[request]\nmax_in_flight = 4", "c.toml:1:1: request: [request] needs http_address, grpc_address",
+                "request"},
+        Refusal{"[request]\nhttp_address = \"127.0.0.1:1\"\ntrusted_proxies = [\"10.0.0.0/33\"]",
+                "c.toml:3:20: request.trusted_proxies: ", "request.trusted_proxies"},
+        Refusal{"[request]\nhttp_address = \"127.0.0.1:1\"\nclient_address_header = \"X-Real-IP\"",
+                "c.toml:3:25: request.client_address_header: expected", "request.client_address_header"},
+        Refusal{"[request]\ngrpc_address = \"127.0.0.1:1\"\nmax_in_flight = 0",
+                "c.toml:3:17: request.max_in_flight: expected an integer in 1..", "request.max_in_flight"},
+        Refusal{"[request]\ngrpc_address = \"127.0.0.1:1\"\nidentity_key_file = \"key\"",
+                "c.toml:3:21: request.identity_key_file: expected an absolute path", "request.identity_key_file"},
+        Refusal{"[request]\ngrpc_address = \"127.0.0.1:1\"\nport = 1", "c.toml:3:8: request.port: unknown key",
+                "request.port"}));
+
+TEST(DaemonConfig, ReadsTheRequestTable) {
+    auto config = parse_daemon_config(R"([request]
+http_address = "127.0.0.1:9466"
+grpc_address = "[::1]:8081"
+trusted_proxies = ["127.0.0.1", "10.0.0.0/8", "::1"]
+client_address_header = "Forwarded"
+identity_key_file = "/etc/sluice/identity.key"
+http_threads = 4
+max_in_flight = 64
+domain_rate = 5000
+domain_burst = 500
+deadline_ms = 10
+max_counters = 1000
+)",
+                                      "c.toml");
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    const RequestConfig& request = config.value().request;
+    EXPECT_TRUE(request.enabled);
+    EXPECT_EQ(request.http_address, "127.0.0.1:9466");
+    EXPECT_EQ(request.grpc_address, "[::1]:8081");
+    EXPECT_EQ(request.trusted_proxies, (std::vector<std::string>{"127.0.0.1", "10.0.0.0/8", "::1"}));
+    EXPECT_EQ(request.client_address_header, "Forwarded");
+    EXPECT_EQ(request.identity_key_file, "/etc/sluice/identity.key");
+    EXPECT_EQ(request.http_threads, 4u);
+    EXPECT_EQ(request.max_in_flight, 64u);
+    EXPECT_EQ(request.domain_rate, 5000u);
+    EXPECT_EQ(request.domain_burst, 500u);
+    EXPECT_EQ(request.deadline_ms, 10u);
+    EXPECT_EQ(request.max_counters, 1000u);
+    auto defaults = parse_daemon_config("", "c.toml");
+    ASSERT_TRUE(defaults.ok());
+    EXPECT_FALSE(defaults.value().request.enabled) << "no [request]: neither door is served";
+}
 
 TEST(DaemonConfig, ReportsTheFirstProblemInFileOrder) {
     auto config = parse_daemon_config("zzz = 1\naaa = 2\n", "c.toml");
