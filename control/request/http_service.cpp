@@ -120,7 +120,7 @@ Result<HostPort> parse_address(const std::string& address) {
     if (hp.host.size() >= 2 && hp.host.front() == '[' && hp.host.back() == ']')
         hp.host = hp.host.substr(1, hp.host.size() - 2);
     else if (hp.host.find(':') != std::string::npos)
-        return bad("an IPv6 host goes in brackets, [::1]:9465");
+        return bad("an IPv6 host goes in brackets, [::1]:9466");
     if (hp.host.empty()) return bad("no host");
     const std::string port = address.substr(colon + 1);
     if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||

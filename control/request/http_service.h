@@ -48,7 +48,7 @@
 namespace sluice::request {
 
 struct HttpServiceOptions {
-    std::string address = "127.0.0.1:9465";                 // host:port, [v6]:port; port 0 picks one (see port())
+    std::string address = "127.0.0.1:9466";                 // host:port, [v6]:port; port 0 picks one (see port())
     std::vector<std::string> trusted_proxies;               // CIDR prefixes or single addresses
     std::string client_address_header = "X-Forwarded-For";  // or "Forwarded" (RFC 7239)
     std::string identity_key_file;                          // empty: signed keys can never verify -> anonymous
