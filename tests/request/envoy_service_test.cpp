@@ -17,6 +17,7 @@
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "envoy_service.h"
 #include "http_fields.h"
+#include "request_class_builder.h"
 #include "request_gate.h"
 #include "request_limiter.h"
 #include "sluice/abi.h"
@@ -33,34 +34,12 @@ constexpr uint64_t kNow = 2 * 3600 * kSecond + 15 * kSecond;
 
 RequestClass window_class(uint32_t id, std::string name, std::vector<RequestKey> keys, uint8_t algorithm,
                           uint64_t window_ns, uint64_t limit) {
-    RequestClass cls;
-    cls.id = id;
-    cls.name = std::move(name);
-    cls.domain = "edge";
-    cls.keys = std::move(keys);
-    cls.limit.algorithm = algorithm;
-    cls.limit.window.window_ns = window_ns;
-    cls.limit.window.limit = limit;
-    cls.limit.window.algorithm = algorithm;
-    cls.limit.window.index_bits = 64;
-    cls.limit.window.count_bits = 64;
-    cls.max_cost = 5;
-    return cls;
+    return window_request_class(id, std::move(name), "edge", std::move(keys), static_cast<Algorithm>(algorithm), limit,
+                                window_ns, 5);
 }
 
 RequestClass gcra_class(uint32_t id, std::string name, std::vector<RequestKey> keys, uint64_t rate, uint64_t burst) {
-    RequestClass cls;
-    cls.id = id;
-    cls.name = std::move(name);
-    cls.domain = "edge";
-    cls.keys = std::move(keys);
-    cls.limit.algorithm = SLUICE_ALGORITHM_GCRA;
-    cls.limit.rate_per_s = rate;
-    cls.limit.burst = burst;
-    cls.limit.gcra.interval_ns = kSecond / rate;
-    cls.limit.gcra.tolerance_ns = burst * (kSecond / rate);
-    cls.max_cost = 5;
-    return cls;
+    return gcra_request_class(id, std::move(name), "edge", std::move(keys), rate, burst, 5);
 }
 
 // The policy the tests run against, in domain "edge":

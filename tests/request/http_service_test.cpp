@@ -12,7 +12,7 @@
 #include <cstdio>
 
 #include "identity.h"
-#include "rate_limits.h"
+#include "request_class_builder.h"
 #include "request_gate.h"
 #include "request_limiter.h"
 
@@ -23,21 +23,8 @@ constexpr uint64_t kSecond = 1'000'000'000;
 
 RequestClass window_class(uint32_t id, const std::string& name, const std::string& domain, std::vector<RequestKey> keys,
                           uint64_t limit, uint64_t max_cost = 1) {
-    WindowSettings settings;
-    settings.algorithm = Algorithm::fixed_window;
-    settings.limit = limit;
-    settings.window_ns = 60 * kSecond;
-    auto level = compile_window_level(settings, name);
-    EXPECT_TRUE(level.ok()) << level.error().message;
-    RequestClass c;
-    c.id = id;
-    c.name = name;
-    c.domain = domain;
-    c.keys = std::move(keys);
-    c.limit.algorithm = SLUICE_ALGORITHM_FIXED_WINDOW;
-    c.limit.window = level.value().window;
-    c.max_cost = max_cost;
-    return c;
+    return window_request_class(id, name, domain, std::move(keys), Algorithm::fixed_window, limit, 60 * kSecond,
+                                max_cost);
 }
 
 class HttpServiceTest : public ::testing::Test {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "http_fields.h"
-#include "rate_limits.h"
+#include "request_class_builder.h"
 #include "request_gate.h"
 #include "request_limiter.h"
 #include "sluice/fleet.h"
@@ -16,32 +16,12 @@ namespace {
 constexpr uint64_t kMs = 1'000'000, kSecond = 1'000'000'000;
 
 RequestClass gcra_class(uint32_t id, std::string name, std::vector<RequestKey> keys, uint64_t rate, uint64_t burst) {
-    RequestClass cls;
-    cls.id = id;
-    cls.name = std::move(name);
-    cls.domain = "api";
-    cls.keys = std::move(keys);
-    auto limit = compile_source_limit(HumanLimit{rate, burst, Unit::packets}, 1, cls.name);
-    EXPECT_TRUE(limit.ok());
-    cls.limit.algorithm = SLUICE_ALGORITHM_GCRA;
-    cls.limit.gcra = limit.value().current;
-    cls.limit.rate_per_s = rate;
-    cls.limit.burst = burst;
-    return cls;
+    return gcra_request_class(id, std::move(name), "api", std::move(keys), rate, burst);
 }
 
 RequestClass window_class(uint32_t id, std::string name, std::vector<RequestKey> keys, Algorithm algorithm,
                           uint64_t limit, uint64_t window_ns) {
-    RequestClass cls;
-    cls.id = id;
-    cls.name = std::move(name);
-    cls.domain = "api";
-    cls.keys = std::move(keys);
-    auto level = compile_window_level(WindowSettings{algorithm, limit, window_ns, Unit::packets, 1}, cls.name);
-    EXPECT_TRUE(level.ok()) << (level.ok() ? "" : level.error().message);
-    cls.limit.algorithm = static_cast<uint8_t>(algorithm);
-    cls.limit.window = level.value().window;
-    return cls;
+    return window_request_class(id, std::move(name), "api", std::move(keys), algorithm, limit, window_ns);
 }
 
 Query query(std::vector<Descriptor> descriptors, uint64_t hits = 0) {
