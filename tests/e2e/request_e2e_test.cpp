@@ -509,6 +509,29 @@ TEST_F(RequestE2E, EnvoyDescriptorsLimitsFieldsCountsAndPush) {
     EXPECT_EQ((*status)["requests"].value("policy_version", uint64_t{0}), v2) << status->dump();
 }
 
+// The version a push made is the one the very next request is decided by:
+// pushes through the control socket alternate user's burst, each followed at
+// once by a request.
+TEST_F(RequestE2E, EnvoyNextRequestAfterAPushSeesIt) {
+    daemon_ = std::make_unique<RequestDaemon>();
+    ASSERT_NO_FATAL_FAILURE(daemon_->start());
+    ASSERT_TRUE(daemon_->push("api.toml", api_policy(3)));
+    Envoy envoy(daemon_->grpc_port());
+    auto client = ControlClient::connect(daemon_->socket_path(), 5000);
+    ASSERT_TRUE(client.ok()) << client.error().message;
+    int stale = 0;
+    for (int i = 0; i < 40; ++i) {
+        const uint64_t burst = i % 2 ? 3 : 7;
+        auto answer = client.value().call("policy.push", json{{"text", api_policy(burst)}, {"path", "p.toml"}});
+        ASSERT_TRUE(answer.ok()) << answer.error().message;
+        Call call = envoy.ask(make_request("api", {{{{"tenant", "t"}, {"user", std::to_string(i)}}, 0}}));
+        ASSERT_TRUE(call.status.ok());
+        const std::string policy = call.header("RateLimit-Policy").value_or("");
+        if (policy.find("q=" + std::to_string(burst) + ";") == std::string::npos) ++stale;
+    }
+    EXPECT_EQ(stale, 0) << "answers decided by the version before the push that had already returned";
+}
+
 // ---- 2. fleet request classes while Redis is down ------------------------------------
 
 constexpr double kRate = 100;     // fleet rate per class, requests per second
