@@ -354,6 +354,11 @@ void Daemon::sync_request_policy() {
     request_version_ = current.version;
 }
 
+void Daemon::sync_pushed_version() {
+    sync_fleet_quotas();
+    sync_request_policy();
+}
+
 void Daemon::lease_for(const std::string& name, EnforcementPoint& dataplane) {
     if (!fleet_) return;
     sync_fleet_quotas();

@@ -123,6 +123,10 @@ class Daemon {
     // Hands the request limiter (and its leaser) the current version's request
     // classes when the version changed.
     void sync_request_policy();
+    // Both of the above, before a push or rollback answers: the packet
+    // dataplanes run the new version when the caller hears "applied", so the
+    // request limiter (a proxy's next request) and the leasers must too.
+    void sync_pushed_version();
     nlohmann::json request_status_json() const;  // null without [request]
     nlohmann::json request_stats_json() const;   // null without [request]
     // The leaser takes (and gives back) fleet credit of an interface's dataplane.

@@ -419,10 +419,12 @@ Status Daemon::register_handlers() {
             log(LogLevel::warn, "policy push refused", {{"error", pushed.error().message}});
             return pushed.error();
         }
-        if (pushed.value().applied)
+        if (pushed.value().applied) {
             log(LogLevel::info, "policy pushed",
                 {{"version", std::to_string(pushed.value().version.version)},
                  {"sha256", pushed.value().version.sha256}});
+            sync_pushed_version();
+        }
         return push_json(pushed.value());
     });
 
@@ -434,10 +436,12 @@ Status Daemon::register_handlers() {
         auto pushed = policy_->rollback(to.value(), dry_run.value());
         if (!dry_run.value()) count_push(pushed.ok());
         if (!pushed) return pushed.error();
-        if (pushed.value().applied)
+        if (pushed.value().applied) {
             log(LogLevel::info, "policy rolled back",
                 {{"version", std::to_string(pushed.value().version.version)},
                  {"origin", pushed.value().version.origin}});
+            sync_pushed_version();
+        }
         return push_json(pushed.value());
     });
 
