@@ -105,7 +105,12 @@ Result<json> Daemon::status_json() {
     json fleet = nullptr;  // no [fleet] configured
     if (fleet_) {
         json accounts = json::array();
-        for (const fleet::FleetClassStatus& account : fleet_->status())
+        std::vector<fleet::FleetClassStatus> statuses = fleet_->status();
+        if (request_fleet_) {  // the request classes' quotas, on interface "requests"
+            std::vector<fleet::FleetClassStatus> requests = request_fleet_->status();
+            statuses.insert(statuses.end(), requests.begin(), requests.end());
+        }
+        for (const fleet::FleetClassStatus& account : statuses)
             accounts.push_back({{"interface", account.dataplane},
                                 {"class", account.class_name},
                                 {"key", account.key},
