@@ -59,10 +59,37 @@ struct FleetBenchOptions {
     uint64_t capacity_ms = 2000;              // per capacity run
 };
 
+// Where sluice-bench http finds what it runs (the build's own, by default).
+#ifndef SLUICE_BENCH_SLUICED
+#define SLUICE_BENCH_SLUICED "sluiced"
+#endif
+#ifndef SLUICE_BENCH_SLUICECTL
+#define SLUICE_BENCH_SLUICECTL "sluicectl"
+#endif
+#ifndef SLUICE_BENCH_NGINX_SNIPPET
+#define SLUICE_BENCH_NGINX_SNIPPET "packaging/nginx-sluice.conf"
+#endif
+
+struct HttpBenchOptions {
+    uint64_t seconds = 10;      // per wrk run (bare, then through sluiced)
+    uint64_t threads = 2;       // wrk -t
+    uint64_t connections = 32;  // wrk -c
+    uint64_t users = 50;        // X-User values, round-robin
+    uint64_t rate = 20;         // per user, requests per second (GCRA)
+    uint64_t burst = 10;        // per user
+    uint64_t nginx_workers = 1;
+    std::string nginx = "/usr/sbin/nginx";
+    std::string wrk = "/usr/bin/wrk";
+    std::string sluiced = SLUICE_BENCH_SLUICED;
+    std::string sluicectl = SLUICE_BENCH_SLUICECTL;
+    std::string snippet = SLUICE_BENCH_NGINX_SNIPPET;
+};
+
 Status run_decide(const CommonOptions& common, const DecideOptions& options, Json& report);
 Status run_veth(const CommonOptions& common, const VethOptions& options, Json& report);
 Status run_memory(const CommonOptions& common, const MemoryOptions& options, Json& report);
 Status run_fleet(const CommonOptions& common, const FleetBenchOptions& options, Json& report);
+Status run_http(const CommonOptions& common, const HttpBenchOptions& options, Json& report);
 #ifdef SLUICE_BENCH_DPDK  // built with -Ddpdk (bench_dpdk.cpp)
 Status run_dpdk(const CommonOptions& common, const DpdkBenchOptions& options, Json& report);
 #endif

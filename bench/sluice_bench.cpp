@@ -175,6 +175,31 @@ int main(int argc, char** argv) {
     fleet_command.option("--capacity-ms", "MS", fleet.capacity_ms, uint64_t{300}, "per capacity run")
         ->check(CLI::Range(uint64_t{10}, uint64_t{600'000}));
 
+    HttpBenchOptions http;
+    Subcommand http_command(
+        app, "http",
+        "requests/s and latency through a real nginx, bare and with sluiced's auth_request snippet (wrk), "
+        "sluiced's decisions/s and decision latency, and admitted per user vs GCRA's bound",
+        common, json_help, [&](Json& report) { return run_http(common, http, report); });
+    http_command.option("--seconds", "S", http.seconds, uint64_t{1}, "per wrk run (bare, then sluice)")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{3600}));
+    http_command.option("--threads", "N", http.threads, "wrk threads")->check(CLI::Range(uint64_t{1}, uint64_t{64}));
+    http_command.option("--connections", "N", http.connections, uint64_t{8}, "wrk connections")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{4096}));
+    http_command.option("--users", "N", http.users, uint64_t{10}, "X-User values the requests go round")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000}));
+    http_command.option("--rate", "N", http.rate, "per-user GCRA rate, requests per second")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000}));
+    http_command.option("--burst", "N", http.burst, "per-user GCRA burst")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000}));
+    http_command.option("--nginx-workers", "N", http.nginx_workers, "nginx worker processes")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{64}));
+    http_command.option("--nginx", "PATH", http.nginx, "the nginx binary");
+    http_command.option("--wrk", "PATH", http.wrk, "the wrk binary");
+    http_command.option("--sluiced", "PATH", http.sluiced, "the sluiced binary");
+    http_command.option("--sluicectl", "PATH", http.sluicectl, "the sluicectl binary");
+    http_command.option("--snippet", "PATH", http.snippet, "the nginx snippet (packaging/nginx-sluice.conf)");
+
 #ifdef SLUICE_BENCH_DPDK
     DpdkBenchOptions dpdk;
     Subcommand dpdk_command(app, "dpdk",
@@ -194,7 +219,8 @@ int main(int argc, char** argv) {
         "ratios within one run only.");
     if (const auto exit = sluice::parse_command_line(app, argc, argv, kBadValueExit)) return *exit;
 
-    const std::vector<const Subcommand*> commands = {&decide_command, &veth_command, &memory_command, &fleet_command,
+    const std::vector<const Subcommand*> commands = {&decide_command, &veth_command, &memory_command,
+                                                     &fleet_command,  &http_command,
 #ifdef SLUICE_BENCH_DPDK
                                                      &dpdk_command
 #endif

@@ -207,6 +207,44 @@ TEST_F(FleetBenchSmoke, FleetReportsRoundTripsBoundAndRedisCapacity) {
     }
 }
 
+// http needs nginx and wrk, not BPF: its own fixture.
+class HttpBenchSmoke : public BenchSmoke {
+  protected:
+    void SetUp() override {
+        for (const char* tool : {"/usr/sbin/nginx", "/usr/bin/wrk"}) {
+            if (access(tool, X_OK) == 0) continue;
+            if (sluice::test::privileged_suites_required())
+                FAIL() << "SLUICE_REQUIRE_PRIVILEGED is set but " << tool << " is missing";
+            GTEST_SKIP() << "skipped: needs " << tool;
+        }
+        dir_ = fs::temp_directory_path() / ("sluice-bench-smoke-" + std::to_string(getpid()));
+        fs::create_directories(dir_);
+    }
+};
+
+TEST_F(HttpBenchSmoke, HttpReportsBothFrontsDecisionsAndTheBound) {
+    const auto results = smoke("http");
+    ASSERT_TRUE(results.is_object());
+    const auto clients = results.value("clients", nlohmann::json::array());
+    ASSERT_EQ(clients.size(), 2u);  // bare, then through sluiced
+    EXPECT_EQ(clients[0].value("front", ""), "bare");
+    EXPECT_EQ(clients[1].value("front", ""), "sluice");
+    for (const auto& row : clients) {
+        for (const char* key : {"requests_per_s", "ratio_to_bare"})
+            EXPECT_TRUE(is_figure(row.value(key, nlohmann::json{}))) << key << " in " << row.dump();
+        EXPECT_GT(row.value("ok", 0u), 0u) << row.dump();
+    }
+    const auto sluiced = results.value("sluiced", nlohmann::json{});
+    EXPECT_GT(sluiced.value("decisions", 0u), 0u) << sluiced.dump();
+    EXPECT_TRUE(is_figure(sluiced.value("decision_mean_us", nlohmann::json{}))) << sluiced.dump();
+    const auto check = results.value("check", nlohmann::json{});
+    EXPECT_EQ(check.value("users_over_bound", 1u), 0u) << check.dump();
+    // Its temp dir (nginx, sluiced) is gone.
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator("/tmp", ec))
+        EXPECT_NE(entry.path().filename().string().rfind("sluice-bench-http-", 0), 0u) << entry.path();
+}
+
 #ifdef SLUICE_BENCH_DPDK  // sluice-bench has `dpdk` only when built with DPDK
 TEST_F(BenchSmoke, DpdkReportsMppsForPassThroughAndSluice) {
     const auto results = smoke("dpdk");

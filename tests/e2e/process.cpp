@@ -56,6 +56,7 @@ pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& options) {
 
     // The child.
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
+    if (options.own_group && setpgid(0, 0) != 0) _exit(127);
     const int err = open(options.stderr_path.c_str(), flags, 0644);
     if (err < 0 || dup2(err, STDERR_FILENO) < 0) _exit(127);
     const int out = open(options.stdout_path.c_str(), flags, 0644);

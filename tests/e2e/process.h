@@ -19,6 +19,7 @@ struct SpawnOptions {
     std::string stderr_path = "/dev/null";
     std::string netns_path;  // /var/run/netns/NAME, or empty for this namespace
     bool append = false;     // append to the output files instead of truncating them
+    bool own_group = false;  // a process group of its own (pgid = pid), so kill(-pid) reaches its children
 };
 
 // Starts argv[0] (a path, not searched in $PATH) with argv; returns the pid,

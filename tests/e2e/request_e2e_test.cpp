@@ -278,8 +278,10 @@ class Envoy {
 };
 
 // What the client saw, per class as the daemon's gate counts it: every class
-// a request met (a descriptor with a current_limit), allowed or refused by
-// that descriptor's own code.
+// a request met (a descriptor with a current_limit) refused it by that
+// descriptor's own code, or allowed it when the whole request was allowed (a
+// class that would have admitted a request another refused was not charged,
+// and counts nothing).
 struct ClientCounts {
     std::map<std::string, std::map<std::string, uint64_t>> per_class;  // class -> allowed|refused -> n
     uint64_t allowed = 0, refused = 0, invalid = 0;
@@ -297,7 +299,8 @@ struct ClientCounts {
             const std::string& name = s.current_limit().name();
             if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
             seen.push_back(name);
-            ++per_class[name][s.code() == rls::RateLimitResponse::OK ? "allowed" : "refused"];
+            if (s.code() != rls::RateLimitResponse::OK) ++per_class[name]["refused"];
+            else if (call.response.overall_code() == rls::RateLimitResponse::OK) ++per_class[name]["allowed"];
         }
     }
 };
