@@ -26,10 +26,10 @@ std::string_view to_string(IdentityFailure failure) {
 
 namespace {
 
-// Decision latency buckets (seconds): from well under Envoy's 20 ms default
-// RPC timeout to far past it.
-const std::vector<double> kLatencyBounds = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
-                                            0.005,   0.01,   0.02,    0.05,   0.1,   0.5};
+// Decision latency buckets (seconds): from a microsecond (a decision is a few)
+// to far past Envoy's 20 ms default RPC timeout.
+const std::vector<double> kLatencyBounds = {1e-6,   2.5e-6, 5e-6,  1e-5,  2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
+                                            0.001, 0.0025, 0.005, 0.01, 0.02,   0.05, 0.1,  0.5};
 
 // A refused counter, as the hot keys rank it.
 struct HotKeyId {
