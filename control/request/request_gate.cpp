@@ -92,7 +92,7 @@ RequestGate::RequestGate(RequestLimiter& limiter, GateOptions options)
 RequestGate::~RequestGate() = default;
 
 Result<Answer> RequestGate::decide(Door door, const Query& query) {
-    (void)door;  // both doors count alike; the door names the caller in errors
+    (void)door;  // both doors are decided and counted alike
     State& s = *state_;
     if (s.in_flight.fetch_add(1) >= options_.max_in_flight) {
         s.in_flight.fetch_sub(1);

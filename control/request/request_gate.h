@@ -56,7 +56,8 @@ class RequestGate {
     RequestGate(const RequestGate&) = delete;
     RequestGate& operator=(const RequestGate&) = delete;
 
-    // Decides through the ceilings; counts the outcome under `door`.
+    // Decides through the ceilings and counts the outcome; `door` says which
+    // front door asked (both are decided and counted alike).
     Result<Answer> decide(Door door, const Query& query);
     // An identity header a door could not trust (counted; the door then uses
     // the domain's anonymous value).
