@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -52,6 +53,20 @@ std::string figure(double value) {
     out.precision(0);
     out << std::fixed << value;
     return out.str();
+}
+
+double metric(const std::string& text, const std::string& name, const std::map<std::string, std::string>& labels) {
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (line.rfind(name + "{", 0) != 0 && line.rfind(name + " ", 0) != 0) continue;
+        const bool all = std::all_of(labels.begin(), labels.end(), [&](const auto& label) {
+            return line.find(label.first + "=\"" + label.second + "\"") != std::string::npos;
+        });
+        if (!all) continue;
+        return std::stod(line.substr(line.rfind(' ') + 1));
+    }
+    return std::nan("");
 }
 
 SluiceWorld::~SluiceWorld() { teardown(); }

@@ -213,4 +213,8 @@ std::string binary_from_env(const char* name);
 // Whole-number figures for messages and RecordProperty.
 std::string figure(double value);
 
+// The value of the first sample of `name` carrying every label in `labels`
+// (Prometheus text; label order does not matter), or NaN.
+double metric(const std::string& text, const std::string& name, const std::map<std::string, std::string>& labels);
+
 }  // namespace sluice::test

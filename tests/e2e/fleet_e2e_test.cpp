@@ -66,22 +66,6 @@ size_t count_of(const std::string& text, const std::string& what) {
     return n;
 }
 
-// The value of the first sample of `name` carrying every label in `labels`
-// (prometheus text; label order does not matter), or NaN.
-double metric(const std::string& text, const std::string& name, const std::map<std::string, std::string>& labels) {
-    std::istringstream lines(text);
-    std::string line;
-    while (std::getline(lines, line)) {
-        if (line.rfind(name + "{", 0) != 0 && line.rfind(name + " ", 0) != 0) continue;
-        const bool all = std::all_of(labels.begin(), labels.end(), [&](const auto& label) {
-            return line.find(label.first + "=\"" + label.second + "\"") != std::string::npos;
-        });
-        if (!all) continue;
-        return std::stod(line.substr(line.rfind(' ') + 1));
-    }
-    return std::nan("");
-}
-
 // The class under test: limited only by the fleet (the node's own limits
 // still apply on top; it has none here but a per-source ceiling far above
 // what a node offers).

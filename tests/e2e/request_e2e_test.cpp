@@ -69,22 +69,6 @@ double seconds_between(Steady::time_point a, Steady::time_point b) {
     return std::chrono::duration<double>(b - a).count();
 }
 
-// The value of the first sample of `name` whose labels include `labels`; NaN
-// when there is none.
-double metric(const std::string& text, const std::string& name, const std::map<std::string, std::string>& labels) {
-    std::istringstream lines(text);
-    std::string line;
-    while (std::getline(lines, line)) {
-        if (line.rfind(name + "{", 0) != 0 && line.rfind(name + " ", 0) != 0) continue;
-        const bool all = std::all_of(labels.begin(), labels.end(), [&](const auto& label) {
-            return line.find(label.first + "=\"" + label.second + "\"") != std::string::npos;
-        });
-        if (!all) continue;
-        return std::stod(line.substr(line.rfind(' ') + 1));
-    }
-    return std::nan("");
-}
-
 // ---- one sluiced with [request] and no interfaces --------------------------------------
 
 class RequestDaemon {
@@ -299,8 +283,10 @@ struct ClientCounts {
             const std::string& name = s.current_limit().name();
             if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
             seen.push_back(name);
-            if (s.code() != rls::RateLimitResponse::OK) ++per_class[name]["refused"];
-            else if (call.response.overall_code() == rls::RateLimitResponse::OK) ++per_class[name]["allowed"];
+            if (s.code() != rls::RateLimitResponse::OK)
+                ++per_class[name]["refused"];
+            else if (call.response.overall_code() == rls::RateLimitResponse::OK)
+                ++per_class[name]["allowed"];
         }
     }
 };
