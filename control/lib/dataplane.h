@@ -53,7 +53,7 @@ inline SourceTableUsage survey_source_table(sluice_source_set* sets, uint32_t se
     usage.capacity = static_cast<uint64_t>(set_count) * SLUICE_SET_WAYS;
     for (uint32_t s = 0; s < set_count; s++) {
         for (__u64& entry : sets[s].entry) {
-            uint64_t word = __atomic_load_n(&entry, __ATOMIC_RELAXED);
+            __u64 word = __atomic_load_n(&entry, __ATOMIC_RELAXED);
             if (!(word & SLUICE_ENTRY_TAG_MASK)) continue;
             const bool in_debt = (word & SLUICE_ENTRY_PENDING) || sluice_entry_debt(word, now_ns);
             if (!in_debt && sluice_entry_free_for(word, now_ns) >= SLUICE_STALE_NS &&

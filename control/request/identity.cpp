@@ -217,7 +217,6 @@ std::string TrustedProxies::client_address(std::string_view peer, std::string_vi
 }
 
 Result<IdentityKey> IdentityKey::from_bytes(std::string bytes) {
-    while (!bytes.empty() && (bytes.back() == '\n' || bytes.back() == '\r')) bytes.pop_back();
     if (bytes.size() < min_bytes)
         return Error{"identity key has " + std::to_string(bytes.size()) + " bytes; it needs at least " +
                          std::to_string(min_bytes),
@@ -266,6 +265,10 @@ Result<IdentityKey> IdentityKey::load(const std::string& path) {
         }
     }
     ::close(fd);
+    // A key file written by an editor or `echo` ends in a newline that is not
+    // key; raw bytes (from_bytes) keep theirs, or a random key ending in '\n'
+    // would come up one byte short.
+    while (!bytes.empty() && (bytes.back() == '\n' || bytes.back() == '\r')) bytes.pop_back();
     auto key = from_bytes(std::move(bytes));
     if (!key) return Error{"identity key file " + path + ": " + key.error().message, "identity_key_file"};
     return key;

@@ -91,7 +91,8 @@ class IdentityKey {
     // Reads and checks the file (see the top of this file); the Error names
     // the path and, for a too open file, its mode.
     static Result<IdentityKey> load(const std::string& path);
-    // For tests and signers that hold the key already; at least min_bytes.
+    // For tests and signers that hold the key already: every byte is key,
+    // a trailing newline too; at least min_bytes.
     static Result<IdentityKey> from_bytes(std::string bytes);
     const std::string& bytes() const { return bytes_; }
 

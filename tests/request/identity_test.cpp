@@ -211,5 +211,13 @@ TEST_F(KeyFile, ShortOrMissingKeyIsRefused) {
     EXPECT_NE(missing.error().message.find(dir_ + "/nope"), std::string::npos);
 }
 
+// Random key bytes may end in '\n' or '\r' (one in 128): they are key, not a
+// line end, or the daemon's placeholder key fails to start it now and then.
+TEST(IdentityKeyBytes, RawBytesEndingInNewlineAreAllKey) {
+    auto k = IdentityKey::from_bytes(std::string(31, 'a') + "\n");
+    ASSERT_TRUE(k.ok()) << k.error().message;
+    EXPECT_EQ(k.value().bytes().size(), 32u);
+}
+
 }  // namespace
 }  // namespace sluice::request
