@@ -210,10 +210,12 @@ Result<json> Daemon::stats_json() {
         const double dt =
             have_rates ? std::chrono::duration<double>(interface->latest->at - interface->previous->at).count() : 0.0;
         interval_s = std::max(interval_s, dt);
+        // A named reference: clang 14 cannot capture a structured binding.
+        const auto& sampled = *interface;
         auto rate = [&](uint32_t index, bool bytes) {
             if (!have_rates || dt <= 0) return 0.0;
-            const sluice_counter& now = interface->latest->counters[index];
-            const sluice_counter& then = interface->previous->counters[index];
+            const sluice_counter& now = sampled.latest->counters[index];
+            const sluice_counter& then = sampled.previous->counters[index];
             const uint64_t delta = bytes ? now.bytes - then.bytes : now.packets - then.packets;
             return static_cast<double>(delta) / dt;
         };
@@ -351,16 +353,15 @@ void Daemon::serve(Verb verb, Handler handler) {
         return;
     }
     // Who changed what the daemon enforces, in the log, whatever the outcome.
-    server_.handle(std::string(spec.wire),
-                   [this, &spec, handler = std::move(handler)](const json& args, const Peer& peer) {
-                       json shown = args;
-                       if (shown.is_object()) shown.erase("text");  // a policy's text is in the version store
-                       log(LogLevel::info, std::string(spec.wire) + " requested",
-                           {{"peer_uid", std::to_string(peer.uid)},
-                            {"peer_pid", std::to_string(peer.pid)},
-                            {"args", shown.dump(-1, ' ', false, json::error_handler_t::replace)}});
-                       return handler(args, peer);
-                   });
+    server_.handle(std::string(spec.wire), [&spec, handler = std::move(handler)](const json& args, const Peer& peer) {
+        json shown = args;
+        if (shown.is_object()) shown.erase("text");  // a policy's text is in the version store
+        log(LogLevel::info, std::string(spec.wire) + " requested",
+            {{"peer_uid", std::to_string(peer.uid)},
+             {"peer_pid", std::to_string(peer.pid)},
+             {"args", shown.dump(-1, ' ', false, json::error_handler_t::replace)}});
+        return handler(args, peer);
+    });
 }
 
 Status Daemon::register_handlers() {

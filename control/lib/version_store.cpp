@@ -89,11 +89,12 @@ Result<VersionStore> VersionStore::open(const std::string& state_dir) {
 std::map<std::string, uint32_t> VersionStore::all_class_ids() const {
     std::map<std::string, uint32_t> ids;
     for (const auto& [number, version] : versions_) {
-        for (const auto& [name, id] : version.class_ids) {
+        for (const auto& owner : version.class_ids) {
             // Once all ids are used the loader reuses a removed class's id;
             // the newer owner wins so no id is handed to two names.
-            std::erase_if(ids, [&](const auto& entry) { return entry.second == id && entry.first != name; });
-            ids[name] = id;
+            std::erase_if(
+                ids, [&](const auto& entry) { return entry.second == owner.second && entry.first != owner.first; });
+            ids[owner.first] = owner.second;
         }
     }
     return ids;
