@@ -641,7 +641,8 @@ TEST(PolicyToml, AWindowAggregateCompilesToItsLimitAndWindow) {
     // gcra, said or not, is today's token bucket with no window.
     for (std::string_view aggregate :
          {"{ rate = 1000, burst = 100 }", R"({ algorithm = "gcra", rate = 1000, burst = 100 })"}) {
-        const sluice_class_entry& bulk = entry(load_ok(window_class(aggregate)), "bulk");
+        const LoadedPolicy loaded = load_ok(window_class(aggregate));
+        const sluice_class_entry& bulk = entry(loaded, "bulk");
         EXPECT_EQ(bulk.aggregate.full.rate_per_s, 1000u);
         const sluice_window_limit zero{};
         EXPECT_EQ(std::memcmp(&bulk.aggregate_window, &zero, sizeof(zero)), 0) << aggregate;
@@ -719,7 +720,8 @@ TEST(PolicyToml, AWindowPerSourceCompilesToItsLimitWindowAndCountWidth) {
          4'294'967'295, 9 * SLUICE_NANO, SLUICE_UNIT_PACKETS, 32},
     };
     for (const Case& c : cases) {
-        const sluice_class_entry& bulk = entry(load_ok(source_class(c.per_source)), "bulk");
+        const LoadedPolicy loaded = load_ok(source_class(c.per_source));
+        const sluice_class_entry& bulk = entry(loaded, "bulk");
         // Enabled, the unit, the window; nothing of GCRA, and generation and
         // previous_fresh left for carry_previous_limits.
         sluice_source_limit expected{};
