@@ -10,6 +10,8 @@ packages=(
   iproute2
   # BPF: compiler, libbpf, skeleton generator, kernel UAPI headers
   clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev linux-libc-dev
+  # the sanitizer build (scripts/sanitize-build.sh): clang 14's ASan/UBSan runtimes and libFuzzer
+  libclang-rt-14-dev libfuzzer-14-dev
   # libraries
   libtomlplusplus-dev nlohmann-json3-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   prometheus-cpp-dev
