@@ -41,3 +41,15 @@ inline std::optional<std::string> missing_bpf_privilege() {
             GTEST_SKIP() << "skipped: " << *sluice_missing;                                      \
         }                                                                                        \
     } while (0)
+
+// A suite that cannot test what it is for on this machine (too few CPUs, ...):
+// skips with `why`, or fails when SLUICE_REQUIRE_PRIVILEGED is set, so CI
+// cannot pass without it.
+#define SLUICE_SKIP_UNLESS(condition, why)                                            \
+    do {                                                                              \
+        if (!(condition)) {                                                           \
+            if (::sluice::test::privileged_suites_required())                         \
+                FAIL() << "SLUICE_REQUIRE_PRIVILEGED is set but this test " << (why); \
+            GTEST_SKIP() << "skipped: " << (why);                                     \
+        }                                                                             \
+    } while (0)

@@ -242,22 +242,34 @@ TEST_F(DpdkControl, APushThroughTheSocketTakesEffectWhileTrafficFlows) {
     EXPECT_EQ(sources[0]["class"], "blocked");
 }
 
-TEST_F(DpdkControl, RollbackThroughTheSocketUnblocksAgain) {
+// Each version is checked by traffic: frames of kOther (never blocked) must
+// leave before a count is read, so a worker that never ran cannot pass, and
+// the blocked source is judged against them.
+TEST_F(DpdkControl, RollbackThroughTheSocketBlocksAgain) {
+    // The next `n` frames of each source sent after injecting them, waiting
+    // until kOther's have all left (or 5 s).
+    auto offer = [this](unsigned n) {
+        sent_by_source_.clear();
+        EXPECT_EQ(port_->inject(udp_from(kBlockedAfter), n), n);
+        EXPECT_EQ(port_->inject(udp_from(kOther), n), n);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (sent_by_source_[kOther] < n && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            collect_sent();
+        }
+        EXPECT_EQ(sent_by_source_[kOther], n) << "the worker did not forward the never-blocked source";
+        return sent_by_source_[kBlockedAfter];
+    };
     ASSERT_EQ(ctl({"policy", "push", write_policy(kBlockingPolicy, "blocking.toml")}), 0);
-    ASSERT_EQ(port_->inject(udp_from(kBlockedAfter), 10), 10u);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    EXPECT_EQ(port_->drain_sent(), 0u);
+    EXPECT_EQ(offer(10), 0u) << "version 1 blocks 192.0.2.64/28";
 
     ASSERT_EQ(ctl({"policy", "push", write_policy(kOpenPolicy, "open.toml")}), 0);
+    EXPECT_EQ(ctl_json({"status"})["interfaces"][0]["active_version"], 2);
+    EXPECT_EQ(offer(10), 10u) << "version 2 is open";
+
     ASSERT_EQ(ctl({"policy", "rollback"}), 0);  // back to the blocking content, as version 3
     EXPECT_EQ(ctl_json({"status"})["interfaces"][0]["active_version"], 3);
-    ASSERT_EQ(port_->inject(udp_from(kBlockedAfter), 10), 10u);
-    ASSERT_EQ(port_->inject(udp_from(kOther), 10), 10u);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    std::map<std::string, uint64_t> sent;
-    for (const Bytes& frame : port_->sent()) sent[source_of(frame)]++;
-    EXPECT_EQ(sent[kBlockedAfter], 0u);
-    EXPECT_EQ(sent[kOther], 10u);
+    EXPECT_EQ(offer(10), 0u) << "version 3 (the rollback) blocks again";
 }
 
 // sluice-dpdk leases a fleet quota through the same control-library code as

@@ -57,9 +57,15 @@ double leased_upper_bound(double rate, double burst, double seconds) {
     return upper_bound(rate, burst, seconds) + cpus() * lease;
 }
 
-// A saturated bucket admits its rate over the run; 10% below that is a
-// limiter that over-drops.
-double lower_bound(double rate, double seconds) { return 0.9 * rate * seconds; }
+// The least a saturated source may be admitted: what its bucket held at the
+// start (the burst when it was full) + rate·T, less 5%: T is the sender's
+// first-to-last frame of the whole flow (a source of a spread flood sends over
+// up to 1/39 s less of it) and frames are decided up to 50 ms after they are
+// sent. A limiter refilling at 90% of its rate, or starting without its
+// burst, falls below it.
+double lower_bound(double rate, double seconds, double held_at_start) {
+    return 0.95 * (held_at_start + rate * seconds);
+}
 
 // Every test's policy: packets, lease mode (the default).
 //   default: each source 1000/s, burst 1000 (polite 10.1.0.1 and greedy
@@ -102,9 +108,11 @@ const Flow kFlood{"flood", "10.3.0.0/22", 40000};
 
 class E2E : public SluiceE2E {
   protected:
-    // Greedy received at most the bound for `rate` (and, when `saturated`,
-    // at least 90% of rate·T).
-    void check_limited(const TrafficReport& r, const std::string& label, double rate, bool saturated = true) {
+    // Greedy received at most the bound for `rate` and, when `saturated`, at
+    // least lower_bound(): with its whole burst when `full_at_start`, else
+    // with none (an earlier run of the same test may have spent it).
+    void check_limited(const TrafficReport& r, const std::string& label, double rate, bool saturated = true,
+                       bool full_at_start = true) {
         const FlowCount& g = r.flow("greedy");
         const double bound = upper_bound(rate, kDefaultBurst, r.duration_s);
         figure_line(label, "greedy sent " + std::to_string(g.sent) + " received " + std::to_string(g.received) +
@@ -112,8 +120,9 @@ class E2E : public SluiceE2E {
         EXPECT_GT(g.sent, 0u) << "the sender sent nothing";
         EXPECT_LE(static_cast<double>(g.received), bound) << label << ": greedy got past the limit";
         if (saturated) {
-            EXPECT_GE(static_cast<double>(g.received), lower_bound(rate, r.duration_s))
-                << label << ": greedy got less than 90% of its rate";
+            EXPECT_GE(static_cast<double>(g.received),
+                      lower_bound(rate, r.duration_s, full_at_start ? kDefaultBurst : 0.0))
+                << label << ": greedy got less than 95% of its burst and rate";
         }
     }
 
@@ -156,11 +165,11 @@ TEST_F(E2E, EnforcesPerSourceAndClassLimits) {
 
     check_limited(*r, "greedy", kDefaultRate);
 
-    // flood: every source of the /22 sent, and got between 90% of its rate
-    // and its bound.
+    // flood: every source of the /22 sent, and got between its floor and its
+    // bound.
     const FlowCount& flood = r->flow("flood");
     const double source_bound = upper_bound(kFloodRate, kFloodBurst, r->duration_s);
-    const double source_floor = lower_bound(kFloodRate, r->duration_s);
+    const double source_floor = lower_bound(kFloodRate, r->duration_s, kFloodBurst);
     EXPECT_EQ(flood.sources.size(), 1024u) << "the flood did not come from all of 10.3.0.0/22";
     // One failure for all sources, naming the worst, rather than 1024.
     uint64_t most = 0, least = std::numeric_limits<uint64_t>::max();
@@ -258,11 +267,12 @@ TEST_F(E2E, NewVersionMidStreamTakesEffectWithoutAGap) {
     const double t1_min = std::max(0.0, static_cast<double>(push_start - latest_start) / 1e9);
     const double t2_min = T - t1_max;
     const double t2_max = T - t1_min;
-    ASSERT_GT(t1_min, 0.5) << "the push came too early to measure";
+    // However late the sender started (a loaded machine), t1_min only lowers
+    // the floor; the flip itself must leave time to tell the versions apart.
     ASSERT_GT(t2_min, 0.5) << "the push came too late to measure";
     const double bound =
-        kDefaultBurst + kDefaultRate * t1_max + kLowerRate * t2_min + kDefaultRate * 0.05;  // as upper_bound()
-    const double floor = 0.9 * (kDefaultRate * t1_min + kLowerRate * t2_max);
+        kDefaultBurst + kDefaultRate * t1_max + kLowerRate * t2_min + kDefaultRate * 0.05;      // as upper_bound()
+    const double floor = 0.95 * (kDefaultBurst + kDefaultRate * t1_min + kLowerRate * t2_max);  // as lower_bound()
     const double v1_alone = upper_bound(kDefaultRate, kDefaultBurst, r->duration_s);
     const FlowCount& g = r->flow("greedy");
     figure_line("greedy", "sent " + std::to_string(g.sent) + " received " + std::to_string(g.received) + " bound " +
@@ -418,7 +428,8 @@ TEST_F(E2E, KilledDaemonKeepsEnforcingAndRestartContinuesCounters) {
     const auto orphan = traffic({kGreedy}, kSeconds);
     ASSERT_TRUE(orphan);
     ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*orphan));
-    check_limited(*orphan, "greedy with sluiced killed", kDefaultRate);
+    check_limited(*orphan, "greedy with sluiced killed", kDefaultRate, /*saturated=*/true,
+                  /*full_at_start=*/false);  // the warm-up spent the burst
 
     ASSERT_NO_FATAL_FAILURE(start_daemon());
     const auto s = status();
@@ -569,8 +580,7 @@ TEST_F(E2E, CliErrorsSayWhatToDo) {
     const std::string missing = dir() + "/no-such-policy.toml";
     const ProcResult m = ctl({"policy", "push", missing});
     figure_line("missing file", "exit " + std::to_string(m.code) + ", stderr: " + m.err);
-    EXPECT_NE(m.code, 0);
-    EXPECT_NE(m.code, 3) << "not a connection problem";
+    EXPECT_EQ(m.code, 1) << "README: exit 1 for a FILE that cannot be read";
     EXPECT_NE(m.err.find(missing), std::string::npos) << "the message does not name the file";
     EXPECT_NE(m.err.find("No such file"), std::string::npos) << "the message does not say what is wrong with it";
     EXPECT_EQ(history_size(), 0u) << "something was pushed";

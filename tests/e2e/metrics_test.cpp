@@ -468,7 +468,9 @@ TEST_F(Metrics, CountersAgreeWithTheDaemonTheSenderAndTheReceiver) {
     EXPECT_GT(spent_s, 0.0);
     const double decision_ns = runs > 0 ? spent_s / static_cast<double>(runs) * 1e9 : 0;
     EXPECT_GT(decision_ns, 0.0);
-    EXPECT_LT(decision_ns, 100'000.0) << "implausible: a unit error?";
+    // A decision takes a few hundred ns in generic XDP on this kind of VM
+    // (bench/README.md); 5 us is a tenfold regression or a unit error.
+    EXPECT_LT(decision_ns, 5'000.0) << "a decision costs far more than it should";
     std::ostringstream cost;
     cost.precision(1);
     cost << std::fixed << decision_ns << " ns per decision (" << spent_s * 1e3 << " ms over " << runs << " runs)";
@@ -663,11 +665,15 @@ TEST_F(Metrics, PrometheusScrapesTheDropRateOfAFlood) {
                               " scrapes of the flood; " + hot_query + " = " + figure(hot.value_or(-1)) +
                               "; measured drop rate (sent-received)/T " + figure(measured) + "/s; up " +
                               figure(up.value_or(-1)) + ", " + figure(total_scrapes.value_or(0)) + " scrapes in all");
+    // rate() over samples of a steady flood is its drop rate; the slack, 20%
+    // each way, is for the daemon's snapshot lagging a scrape by up to a
+    // second and rate()'s extrapolation to the window's edges. With fewer
+    // than six scrapes of the flood the window also holds samples from
+    // before it, which only lower the figure.
     EXPECT_GT(*rate, 0.0) << rate_query << " is 0 during the flood: " << raw;
-    EXPECT_LT(*rate, 1.5 * kGreedy.pps) << "more drops per second than frames offered: " << raw;
+    EXPECT_LT(*rate, 1.2 * measured) << "more drops per second than the flood had: " << raw;
     if (*scrapes >= 6) {
-        EXPECT_GT(*rate, measured / 2) << raw;
-        EXPECT_LT(*rate, measured * 2) << raw;
+        EXPECT_GT(*rate, 0.8 * measured) << raw;
     }
 }
 
@@ -702,8 +708,12 @@ TEST_F(Metrics, FloodingSourceTopsSluicectlTop) {
                            figure(100 * sources[0].value("share", 0.0)) + "%), measured (sent-received)/T " +
                            figure(measured) + "; next " + sources[1].value("source", "") + " at " +
                            figure(sources[1].value("drops_per_second", 0.0)));
-    EXPECT_GT(reported, measured / 2) << top->dump();
-    EXPECT_LT(reported, measured * 2) << top->dump();
+    // top's rate comes from sampled drop events (one in 64 is recorded and
+    // counts 64): ~900 samples by now, about 3% noise at one sigma; the
+    // measured rate is the run's average, whose first 50 ms (the burst) drop
+    // nothing. 25% each way is over 5 sigma; seen: +4% and +12%.
+    EXPECT_GT(reported, 0.75 * measured) << top->dump();
+    EXPECT_LT(reported, 1.25 * measured) << top->dump();
 }
 
 }  // namespace
