@@ -135,6 +135,13 @@ Result<FleetExchange> FleetBucketScript::exchange(RedisClient& client, const std
                          ": the fleet bucket script returned an unexpected reply",
                      {},
                      ErrorCode::internal};
+    // A grant beyond the request would be credit the bucket never gave out
+    // (a wrong script under our sha, or not Redis at all): refuse it.
+    if (static_cast<uint64_t>(r.elements[0].integer) > request)
+        return Error{"redis " + format_redis_endpoint(client.last_node()) + ": the fleet bucket script granted " +
+                         std::to_string(r.elements[0].integer) + " for a request of " + std::to_string(request),
+                     {},
+                     ErrorCode::internal};
     return FleetExchange{.granted = static_cast<uint64_t>(r.elements[0].integer),
                          .tokens_left = static_cast<int64_t>(r.elements[1].integer),
                          .redis_time_us = static_cast<uint64_t>(r.elements[2].integer)};
