@@ -85,11 +85,18 @@ struct HttpBenchOptions {
     std::string snippet = SLUICE_BENCH_NGINX_SNIPPET;
 };
 
+struct SoakOptions {
+    uint64_t minutes = 30;
+    std::string sluiced = SLUICE_BENCH_SLUICED;
+    std::string sluicectl = SLUICE_BENCH_SLUICECTL;
+};
+
 Status run_decide(const CommonOptions& common, const DecideOptions& options, Json& report);
 Status run_veth(const CommonOptions& common, const VethOptions& options, Json& report);
 Status run_memory(const CommonOptions& common, const MemoryOptions& options, Json& report);
 Status run_fleet(const CommonOptions& common, const FleetBenchOptions& options, Json& report);
 Status run_http(const CommonOptions& common, const HttpBenchOptions& options, Json& report);
+Status run_soak(const CommonOptions& common, const SoakOptions& options, Json& report);
 #ifdef SLUICE_BENCH_DPDK  // built with -Ddpdk (bench_dpdk.cpp)
 Status run_dpdk(const CommonOptions& common, const DpdkBenchOptions& options, Json& report);
 #endif

@@ -200,6 +200,16 @@ int main(int argc, char** argv) {
     http_command.option("--sluicectl", "PATH", http.sluicectl, "the sluicectl binary");
     http_command.option("--snippet", "PATH", http.snippet, "the nginx snippet (packaging/nginx-sluice.conf)");
 
+    SoakOptions soak;
+    Subcommand soak_command(app, "soak",
+                            "sluiced for N minutes under alternating floods, pushes, rollbacks, scrapes and sluicectl "
+                            "calls: RSS, open fds, pins and decisions at the start and the end",
+                            common, json_help, [&](Json& report) { return run_soak(common, soak, report); });
+    soak_command.option("--minutes", "N", soak.minutes, uint64_t{1}, "how long it runs")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{10'080}));
+    soak_command.option("--sluiced", "PATH", soak.sluiced, "the sluiced binary");
+    soak_command.option("--sluicectl", "PATH", soak.sluicectl, "the sluicectl binary");
+
 #ifdef SLUICE_BENCH_DPDK
     DpdkBenchOptions dpdk;
     Subcommand dpdk_command(app, "dpdk",
@@ -220,7 +230,7 @@ int main(int argc, char** argv) {
     if (const auto exit = sluice::parse_command_line(app, argc, argv, kBadValueExit)) return *exit;
 
     const std::vector<const Subcommand*> commands = {&decide_command, &veth_command, &memory_command,
-                                                     &fleet_command,  &http_command,
+                                                     &fleet_command,  &http_command, &soak_command,
 #ifdef SLUICE_BENCH_DPDK
                                                      &dpdk_command
 #endif

@@ -143,6 +143,23 @@ TEST_F(BenchSmoke, VethReportsPpsForEveryReceiverAndAPlot) {
     EXPECT_TRUE(fs::exists(dir_ / "veth.png")) << "no plot next to the JSON";
 }
 
+// A one-minute soak: the figures exist, and what it asserts besides any
+// value: every call answered, sluiced exited 0 and left no pin.
+TEST_F(BenchSmoke, SoakReportsStartAndEndFiguresAndNothingFailed) {
+    const auto results = smoke("soak");
+    ASSERT_TRUE(results.is_object());
+    for (const char* when : {"start", "end"})
+        for (const char* key : {"rss_kib", "fds", "pins", "decisions"})
+            EXPECT_TRUE(is_figure(results[when].value(key, nlohmann::json{}))) << when << "." << key;
+    EXPECT_GT(results["end"].value("decisions", 0u), results["start"].value("decisions", 0u)) << results.dump();
+    for (const auto& [kind, calls] : results["calls"].items()) {
+        EXPECT_GT(calls.value("ok", 0u), 0u) << kind;
+        EXPECT_EQ(calls.value("failed", 1u), 0u) << kind;
+    }
+    EXPECT_EQ(results.value("sluiced_exit", -1), 0);
+    EXPECT_EQ(results.value("pins_after_exit", 1u), 0u);
+}
+
 // fleet needs redis-server, not BPF: its own fixture.
 class FleetBenchSmoke : public BenchSmoke {
   protected:
