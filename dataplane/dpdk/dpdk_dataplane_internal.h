@@ -60,6 +60,10 @@ struct alignas(RTE_CACHE_LINE_SIZE) WorkerState {
     sluice_drop_event event;  // a sampled drop, filled here and copied into `events`
     ShapeQueue queues[SLUICE_MAX_CLASSES];
     uint64_t queued_classes[SLUICE_MAX_CLASSES / 64];  // bit per class with a non-empty queue
+    // A frame spread over several mbufs (a jumbo frame in 2 KB buffers) is
+    // parsed from a copy here: the parser needs the whole frame in one piece
+    // to check IP lengths against it. The chain itself is forwarded.
+    uint8_t frame_copy[UINT16_MAX + 1];
 };
 
 // What the core's per-packet accounting (sluice/account.h) reaches on one

@@ -234,18 +234,24 @@ class WorkerPath {
         for (uint16_t i = 0; i < n; i++) {
             rte_mbuf* m = pkts[i];
             classes[i] = nullptr;
-            // The parser checks IP lengths against the frame: a frame split
-            // over segments must be one piece first.
-            if (m->nb_segs > 1 && rte_pktmbuf_linearize(m) != 0) {
-                // Too long for one mbuf: its lengths cannot be checked, so
-                // it gets the malformed verdict (README: --mbuf-size).
-                parsed[i] = sluice_packet{};
-                parsed[i].status = SLUICE_PARSE_TRUNCATED_IPV4;
-                parsed[i].frame_len = m->pkt_len;
-                continue;
-            }
+            // The parser checks IP lengths against the whole frame: one
+            // spread over segments is parsed from a copy in one piece.
             const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
-            sluice_parse(data, data + m->data_len, &parsed[i]);
+            uint32_t length = m->data_len;
+            if (m->nb_segs > 1) {
+                length = m->pkt_len;
+                data = length <= sizeof state->frame_copy
+                           ? static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, length, state->frame_copy))
+                           : nullptr;
+                if (data == nullptr) {
+                    // Longer than any IP packet can be: nothing to check it against.
+                    parsed[i] = sluice_packet{};
+                    parsed[i].status = SLUICE_PARSE_TRUNCATED_IPV4;
+                    parsed[i].frame_len = m->pkt_len;
+                    continue;
+                }
+            }
+            sluice_parse(data, data + length, &parsed[i]);
             if (parsed[i].status != SLUICE_PARSE_OK) continue;
             const sluice_class_entry& cls = slot.classes[sluice_class_slot(classify(slot, parsed[i]))];
             classes[i] = &cls;

@@ -131,5 +131,36 @@ TEST_F(DpdkPcap, ACaptureGoesThroughAndOnlyWhatPassedComesOut) {
     EXPECT_EQ(c.packets(SLUICE_CLASS_UNCLASSIFIED, kDrop, SLUICE_REASON_MALFORMED), 1u);
 }
 
+// A jumbo frame arrives in a chain of the pool's 2 KB mbufs: it is decided
+// like any other (admitted, then refused by its source's limit, never
+// malformed) and the one that passed goes out whole.
+TEST_F(DpdkPcap, AJumboFrameInChainedMbufsIsDecidedLikeAnyOther) {
+    const Bytes jumbo = udp_from("192.0.2.20", 8000);  // 8042 bytes
+    ASSERT_EQ(jumbo.size(), 8042u);
+    const Bytes small = udp_from("192.0.2.21");
+    write_pcap(dir_ + "/in.pcap", {jumbo, jumbo, small});
+
+    apply(policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 1, .unit = Unit::packets}}).build());
+    ASSERT_NO_FATAL_FAILURE(open_pcap_port(dir_ + "/in.pcap", dir_ + "/out.pcap"));
+    dp_->worker(0).set_ports({pcap_port_->id(), 0}, {pcap_port_->id(), 0});
+    unsigned received = 0;
+    for (int idle = 0; idle < 3;) {
+        const uint16_t n = dp_->worker(0).poll_once();
+        received += n;
+        idle = n == 0 ? idle + 1 : 0;
+    }
+    EXPECT_EQ(received, 3u);
+    close_pcap_port();
+
+    const std::vector<Bytes> out = read_pcap(dir_ + "/out.pcap");
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0], jumbo);
+    EXPECT_EQ(out[1], small);
+    const Counts c = counts();
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 2u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 1u);
+    EXPECT_EQ(c.packets(SLUICE_CLASS_UNCLASSIFIED, kDrop, SLUICE_REASON_MALFORMED), 0u);
+}
+
 }  // namespace
 }  // namespace sluice::test
