@@ -85,6 +85,18 @@ class DpdkPcap : public DpdkTest {
         pcap_port_ = std::move(started.value());
     }
 
+    // The worker decides what the pcap port reads until it has read it all
+    // (three empty polls); returns the frames received.
+    unsigned decide_capture() {
+        dp_->worker(0).set_ports({pcap_port_->id(), 0}, {pcap_port_->id(), 0});
+        unsigned received = 0;
+        for (int idle = 0; idle < 3;) {
+            const uint16_t n = dp_->worker(0).poll_once();
+            received += n;
+            idle = n == 0 ? idle + 1 : 0;
+        }
+        return received;
+    }
     // Stopping and removing the device closes (and so flushes) its capture file.
     void close_pcap_port() {
         pcap_port_.reset();
@@ -111,13 +123,7 @@ TEST_F(DpdkPcap, ACaptureGoesThroughAndOnlyWhatPassedComesOut) {
 
     apply(policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 2, .unit = Unit::packets}}).build());
     ASSERT_NO_FATAL_FAILURE(open_pcap_port(dir_ + "/in.pcap", dir_ + "/out.pcap"));
-    dp_->worker(0).set_ports({pcap_port_->id(), 0}, {pcap_port_->id(), 0});
-    unsigned received = 0;
-    for (int idle = 0; idle < 3;) {
-        const uint16_t n = dp_->worker(0).poll_once();
-        received += n;
-        idle = n == 0 ? idle + 1 : 0;
-    }
+    const unsigned received = decide_capture();
     EXPECT_EQ(received, in.size());
     close_pcap_port();
 
@@ -142,13 +148,7 @@ TEST_F(DpdkPcap, AJumboFrameInChainedMbufsIsDecidedLikeAnyOther) {
 
     apply(policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 1, .unit = Unit::packets}}).build());
     ASSERT_NO_FATAL_FAILURE(open_pcap_port(dir_ + "/in.pcap", dir_ + "/out.pcap"));
-    dp_->worker(0).set_ports({pcap_port_->id(), 0}, {pcap_port_->id(), 0});
-    unsigned received = 0;
-    for (int idle = 0; idle < 3;) {
-        const uint16_t n = dp_->worker(0).poll_once();
-        received += n;
-        idle = n == 0 ? idle + 1 : 0;
-    }
+    const unsigned received = decide_capture();
     EXPECT_EQ(received, 3u);
     close_pcap_port();
 
