@@ -96,6 +96,8 @@ class Daemon {
         HotSources hot_sources;
         // The source table as of its last count (every 10 s: a count scans it).
         SourceTableUsage sources{};
+        // What the last periodic check found (every second); changes are logged.
+        std::optional<InterfaceHealth> health;
     };
 
     Daemon(DaemonConfig config, std::unique_ptr<InterfaceHost> host, std::unique_ptr<PolicyService> policy,
@@ -133,6 +135,12 @@ class Daemon {
     void lease_for(const std::string& name, EnforcementPoint& dataplane);
     void stop_leasing_for(EnforcementPoint& dataplane);
     void sample_counters();
+    // Every second: logs an interface deleted, or pins removed, behind the
+    // daemon's back (and when that is over); status reports it too.
+    void check_interfaces();
+    // At attach and adoption: says that `name` passes everything until the
+    // first policy is pushed (README, "Order").
+    void log_if_no_policy(const std::string& name);
     void drain_drop_events();
     void publish_metrics();
     void count_push(bool accepted);
