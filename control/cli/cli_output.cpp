@@ -301,7 +301,7 @@ std::string format_status(const json& result) {
         text += "policy: version " + version_of(policy, "version") + ", sha256 " + short_sha(policy) + ", origin " +
                 text_of(policy, "origin") + ", applied " + time_of(policy, "applied_unix_s") + "\n";
     } else {
-        text += "policy: none yet (sluicectl policy push FILE)\n";
+        text += "policy: none (passing all under no_policy until the first sluicectl policy push FILE)\n";
     }
 
     const json& interfaces = member(result, "interfaces");

@@ -196,6 +196,7 @@ Status Daemon::adopt_interfaces() {
         if (auto status = policy_->add_target(name, &interface->dataplane()); !status) return status;
         lease_for(name, interface->dataplane());
         interfaces_[name] = std::move(interface);
+        log_if_no_policy(name);
     }
     return ok_status();
 }
@@ -239,7 +240,14 @@ Status Daemon::attach_interface(const std::string& name, XdpMode mode) {
         return undo(status.error());
     }
     interfaces_[name] = std::move(interface);
+    log_if_no_policy(name);
     return ok_status();
+}
+
+void Daemon::log_if_no_policy(const std::string& name) {
+    if (policy_->current()) return;
+    log(LogLevel::warn, "no policy yet: the interface passes every packet (counted as no_policy) until one is pushed",
+        {{"interface", name}});
 }
 
 Status Daemon::detach_interface(const std::string& name) {
