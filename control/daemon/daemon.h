@@ -15,7 +15,8 @@
 // atomically, buckets and counters carry on), brings them to the current
 // policy version, pushes policy_file if its content changed, and only then
 // attaches configured interfaces that are not yet attached, so no interface
-// ever runs without the current policy. run() serves until asked to stop; on
+// ever runs without the current policy (before the first push there is none:
+// interfaces pass everything under no_policy, and a warning says so). run() serves until asked to stop; on
 // the way out live interfaces keep enforcing (fail-static) unless the config
 // says detach_on_exit.
 #pragma once
