@@ -301,7 +301,7 @@ std::string format_status(const json& result) {
         text += "policy: version " + version_of(policy, "version") + ", sha256 " + short_sha(policy) + ", origin " +
                 text_of(policy, "origin") + ", applied " + time_of(policy, "applied_unix_s") + "\n";
     } else {
-        text += "policy: none yet (sluicectl policy push FILE)\n";
+        text += "policy: none (passing all under no_policy until the first sluicectl policy push FILE)\n";
     }
 
     const json& interfaces = member(result, "interfaces");
@@ -318,6 +318,19 @@ std::string format_status(const json& result) {
                            text_of(interface, "pin_dir")});
         }
         text += "\n" + table.render();
+        // What the daemon's periodic check found wrong (XDP only).
+        for (const json& interface : interfaces) {
+            const std::string name = text_of(interface, "name");
+            if (text_of(interface, "interface_state") == "missing")
+                text += name +
+                        ": interface missing (deleted behind sluiced's back; the program no longer runs there: "
+                        "sluicectl detach " +
+                        name + ")\n";
+            if (text_of(interface, "pins") == "missing")
+                text += name + ": pins missing (" + joined(member(interface, "missing_pins"), ", ") +
+                        "; it enforces while sluiced runs, but comes off if sluiced stops: detach and attach to "
+                        "re-pin)\n";
+        }
     } else {
         text += "interfaces: none attached (sluicectl attach IFNAME)\n";
     }

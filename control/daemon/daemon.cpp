@@ -196,6 +196,7 @@ Status Daemon::adopt_interfaces() {
         if (auto status = policy_->add_target(name, &interface->dataplane()); !status) return status;
         lease_for(name, interface->dataplane());
         interfaces_[name] = std::move(interface);
+        log_if_no_policy(name);
     }
     return ok_status();
 }
@@ -239,7 +240,14 @@ Status Daemon::attach_interface(const std::string& name, XdpMode mode) {
         return undo(status.error());
     }
     interfaces_[name] = std::move(interface);
+    log_if_no_policy(name);
     return ok_status();
+}
+
+void Daemon::log_if_no_policy(const std::string& name) {
+    if (policy_->current()) return;
+    log(LogLevel::warn, "no policy yet: the interface passes every packet (counted as no_policy) until one is pushed",
+        {{"interface", name}});
 }
 
 Status Daemon::detach_interface(const std::string& name) {
@@ -388,6 +396,32 @@ void Daemon::sample_counters() {
     }
 }
 
+void Daemon::check_interfaces() {
+    for (auto& [name, interface] : interfaces_) {
+        std::optional<InterfaceHealth> now = interface->hosted->health();
+        if (!now) continue;
+        const InterfaceHealth before = interface->health.value_or(InterfaceHealth{});
+        if (before.interface_present && !now->interface_present) {
+            log(LogLevel::error, "interface deleted behind sluiced's back: its program no longer runs there",
+                {{"interface", name}, {"hint", "sluicectl detach " + name}});
+        } else if (!before.interface_present && now->interface_present) {
+            log(LogLevel::info, "interface present again", {{"interface", name}});
+        }
+        if (before.missing_pins.empty() && !now->missing_pins.empty()) {
+            log(LogLevel::error,
+                "pins removed behind sluiced's back: the program enforces while sluiced runs, but comes off if it "
+                "stops",
+                {{"interface", name},
+                 {"missing", now->missing_pins.front()},
+                 {"missing_count", std::to_string(now->missing_pins.size())},
+                 {"hint", "sluicectl detach " + name + " and attach it again to re-pin"}});
+        } else if (!before.missing_pins.empty() && now->missing_pins.empty()) {
+            log(LogLevel::info, "pins present again", {{"interface", name}});
+        }
+        interface->health = std::move(now);
+    }
+}
+
 void Daemon::count_sources() {
     for (auto& [name, interface] : interfaces_) {
         auto usage = interface->dataplane().source_table();
@@ -484,6 +518,7 @@ Status Daemon::run(DaemonSignals& signals) {
         drain_drop_events();
         const auto now = Clock::now();
         if (now - last_sample_ >= kSampleInterval) {
+            check_interfaces();
             sample_counters();
             publish_metrics();
             last_sample_ = now;

@@ -15,7 +15,8 @@
 // atomically, buckets and counters carry on), brings them to the current
 // policy version, pushes policy_file if its content changed, and only then
 // attaches configured interfaces that are not yet attached, so no interface
-// ever runs without the current policy. run() serves until asked to stop; on
+// ever runs without the current policy (before the first push there is none:
+// interfaces pass everything under no_policy, and a warning says so). run() serves until asked to stop; on
 // the way out live interfaces keep enforcing (fail-static) unless the config
 // says detach_on_exit.
 #pragma once
@@ -96,6 +97,8 @@ class Daemon {
         HotSources hot_sources;
         // The source table as of its last count (every 10 s: a count scans it).
         SourceTableUsage sources{};
+        // What the last periodic check found (every second); changes are logged.
+        std::optional<InterfaceHealth> health;
     };
 
     Daemon(DaemonConfig config, std::unique_ptr<InterfaceHost> host, std::unique_ptr<PolicyService> policy,
@@ -133,6 +136,12 @@ class Daemon {
     void lease_for(const std::string& name, EnforcementPoint& dataplane);
     void stop_leasing_for(EnforcementPoint& dataplane);
     void sample_counters();
+    // Every second: logs an interface deleted, or pins removed, behind the
+    // daemon's back (and when that is over); status reports it too.
+    void check_interfaces();
+    // At attach and adoption: says that `name` passes everything until the
+    // first policy is pushed (README, "Order").
+    void log_if_no_policy(const std::string& name);
     void drain_drop_events();
     void publish_metrics();
     void count_push(bool accepted);

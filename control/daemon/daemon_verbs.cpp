@@ -97,6 +97,11 @@ Result<json> Daemon::status_json() {
             entry["mode"] = xdp_mode_name(placement->mode);
             entry["pin_dir"] = placement->pin_dir;
         }
+        if (const auto health = interface->hosted->health()) {
+            entry["interface_state"] = health->interface_present ? "present" : "missing";
+            entry["pins"] = health->missing_pins.empty() ? "ok" : "missing";
+            entry["missing_pins"] = health->missing_pins;
+        }
         interfaces.push_back(std::move(entry));
         hosted_names.push_back(name);
     }

@@ -2,6 +2,10 @@
 // sluiced: the Sluice daemon over XDP (see daemon.h and README.md). The one
 // program that composes the daemon with control/xdp's XdpHost.
 //   sluiced --config /etc/sluice/sluiced.toml [--log-level LEVEL]
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cstring>
 #include <string>
 
 #include "command_line.h"
@@ -12,6 +16,18 @@
 namespace {
 
 sluice::DaemonSignals g_signals;
+
+// Each control client holds an fd: take the hard limit on open files (any
+// process may), so a service manager's soft 1024 does not cap them.
+void raise_open_files_limit() {
+    rlimit files{};
+    if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur >= files.rlim_max) return;
+    const rlim_t soft = files.rlim_cur;
+    files.rlim_cur = files.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &files) != 0)
+        sluice::log(sluice::LogLevel::warn, "cannot raise the open files limit",
+                    {{"limit", std::to_string(soft)}, {"error", std::strerror(errno)}});
+}
 
 }  // namespace
 
@@ -40,6 +56,7 @@ int main(int argc, char** argv) {
     sluice::install_signal_handlers(g_signals);
 
     sluice::set_log_level(config.value().log_level);
+    raise_open_files_limit();
     auto host = sluice::XdpHost::create({config.value().bpffs_dir, config.value().source_capacity});
     if (!host) {
         sluice::log(sluice::LogLevel::error, "cannot start", {{"error", host.error().message}});

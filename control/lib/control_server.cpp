@@ -28,6 +28,9 @@ constexpr std::size_t kReadBudgetPerRound = 64 * 1024;
 // A client that pipelines without reading: stop reading its requests until
 // it has taken some of the responses.
 constexpr std::size_t kMaxPendingOutputBytes = 4 * 1024 * 1024;
+// Out of fds with no idle connection to close: how long the listener rests
+// (it stays readable, so polling it would spin).
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 
 constexpr std::string_view kUnknownVerbLabel = "<unknown>";
 constexpr std::string_view kNoVerbLabel = "<none>";
@@ -84,6 +87,7 @@ struct ControlServer::State {
         std::optional<Clock::time_point> partial_since;   // when the pending half-request began
         std::optional<Clock::time_point> close_deadline;  // set once we decided to close after flushing
         bool broken = false;                              // peer gone or write failed: drop without flushing
+        Clock::time_point last_active = Clock::now();     // accepted, or last read from or written to
     };
 
     ControlServerOptions options;
@@ -95,6 +99,7 @@ struct ControlServer::State {
     std::vector<Connection> connections;
     RequestCounts counts;
     std::atomic<bool> stopping{false};
+    std::optional<Clock::time_point> accept_paused_until;
 
     ~State() {
         connections.clear();
@@ -114,7 +119,14 @@ struct ControlServer::State {
             UniqueFd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
             if (!fd.valid()) {
                 if (errno == EINTR || errno == ECONNABORTED) continue;
-                return;  // EAGAIN: all taken. EMFILE and friends: retry next round.
+                // Out of fds: close the connection idle the longest to make
+                // room, so clients that connect and never send cannot lock
+                // everyone else out; with none idle, rest the listener.
+                if (errno == EMFILE || errno == ENFILE) {
+                    if (evict_idlest()) continue;
+                    accept_paused_until = Clock::now() + kAcceptPause;
+                }
+                return;  // EAGAIN: all taken.
             }
             Connection connection;
             connection.fd = std::move(fd);
@@ -135,6 +147,22 @@ struct ControlServer::State {
             }
             connections.push_back(std::move(connection));
         }
+    }
+
+    // Closes the connection with nothing half-sent and nothing to answer that
+    // has been quiet the longest; false when there is none.
+    bool evict_idlest() {
+        Connection* idlest = nullptr;
+        for (Connection& connection : connections) {
+            if (connection.broken || !connection.fd.valid() || !connection.input.empty() ||
+                !connection.output.empty() || connection.close_deadline)
+                continue;
+            if (!idlest || connection.last_active < idlest->last_active) idlest = &connection;
+        }
+        if (!idlest) return false;
+        idlest->fd.reset();
+        idlest->broken = true;
+        return true;
     }
 
     void close_after_flush(Connection& connection) {
@@ -243,6 +271,7 @@ struct ControlServer::State {
         while (budget > 0 && !connection.close_deadline) {
             const ssize_t got = ::recv(connection.fd.get(), buffer, std::min(sizeof(buffer), budget), 0);
             if (got > 0) {
+                connection.last_active = Clock::now();
                 connection.input.append(buffer, static_cast<std::size_t>(got));
                 budget -= static_cast<std::size_t>(got);
                 // Check as we go, so a client streaming without newlines costs
@@ -272,6 +301,7 @@ struct ControlServer::State {
             const ssize_t sent =
                 ::send(connection.fd.get(), connection.output.data(), connection.output.size(), MSG_NOSIGNAL);
             if (sent > 0) {
+                connection.last_active = Clock::now();
                 connection.output.erase(0, static_cast<std::size_t>(sent));
                 continue;
             }
@@ -372,7 +402,9 @@ Status ControlServer::run_once(int timeout_ms) {
 
     std::vector<pollfd> fds;
     fds.reserve(state.connections.size() + 2);
-    fds.push_back({state.listener.get(), POLLIN, 0});
+    Clock::time_point now = Clock::now();
+    if (state.accept_paused_until && now >= *state.accept_paused_until) state.accept_paused_until.reset();
+    fds.push_back({state.listener.get(), static_cast<short>(state.accept_paused_until ? 0 : POLLIN), 0});
     fds.push_back({state.wakeup.get(), POLLIN, 0});
     for (const State::Connection& connection : state.connections) {
         short events = 0;
@@ -381,7 +413,13 @@ Status ControlServer::run_once(int timeout_ms) {
         fds.push_back({connection.fd.get(), events, 0});
     }
 
-    const int ready = ::poll(fds.data(), fds.size(), state.poll_timeout(timeout_ms, Clock::now()));
+    int timeout = state.poll_timeout(timeout_ms, now);
+    if (state.accept_paused_until) {
+        const auto rest = std::chrono::ceil<std::chrono::milliseconds>(*state.accept_paused_until - now).count();
+        const int until = static_cast<int>(std::clamp<long long>(rest, 0, kAcceptPause.count()));
+        timeout = timeout < 0 ? until : std::min(timeout, until);
+    }
+    const int ready = ::poll(fds.data(), fds.size(), timeout);
     if (ready < 0) {
         if (errno == EINTR) return ok_status();
         return Error{errno_message("poll() on the control socket", errno)};
@@ -410,7 +448,7 @@ Status ControlServer::run_once(int timeout_ms) {
     // Denied peers get their answer right away.
     for (std::size_t i = polled; i < state.connections.size(); ++i) state.write_to(state.connections[i]);
 
-    const Clock::time_point now = Clock::now();
+    now = Clock::now();
     state.expire(now);
     state.drop_finished(now);
     return ok_status();

@@ -2,7 +2,10 @@
 // The daemon's control socket: a Unix stream socket speaking JSON lines (see
 // control_protocol.h). One thread drives it through run_once(); every fd is
 // non-blocking and every connection has its own buffers, so a slow, half-sent
-// or garbled client never holds up the others.
+// or garbled client never holds up the others. Out of file descriptors, it
+// closes the connection idle the longest (nothing half-sent or unanswered) to
+// accept the next, so clients that connect and never send cannot lock the
+// others out.
 #pragma once
 
 #include <sys/types.h>

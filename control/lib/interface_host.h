@@ -29,6 +29,15 @@ struct XdpPlacement {
     std::string pin_dir;
 };
 
+// What the daemon's periodic check finds (README, "sluiced"): whether the
+// interface the program was attached to still exists, and which pins are no
+// longer in bpffs (someone deleted the link or removed the pins behind the
+// daemon's back).
+struct InterfaceHealth {
+    bool interface_present = true;
+    std::vector<std::string> missing_pins;
+};
+
 // One interface with an enforcement point, owned by the daemon. Destroying a
 // live one leaves it enforcing (fail-static); destroying one that never went
 // live removes what opening it created.
@@ -47,6 +56,9 @@ class HostedInterface {
     // After go_offline: releases the dataplane and removes what the host
     // kept for it (pins). The daemon has let go of the dataplane first.
     virtual Status discard() = 0;
+    // Looks again (cheap: no fd held, a few stat()s); nothing to check for a
+    // fixed port. When it cannot tell (out of fds), it says what it last saw.
+    virtual std::optional<InterfaceHealth> health() { return std::nullopt; }
     // Failed syscalls by operation, for /metrics; none for a userspace dataplane.
     virtual std::optional<SyscallErrorCounts> syscall_errors() const { return std::nullopt; }
 };

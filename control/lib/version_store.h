@@ -33,8 +33,10 @@
 // over an old state directory keeps its history and reads the old format
 // once; if the rewrite fails, warnings() says so and the old meta is read as
 // it is. A daemon older than JSON metas cannot read them.
-// open() skips what a crash can leave behind (*.tmp files, .toml/.source
-// without a .meta) and says so in warnings(); a committed version whose files
+// A commit that fails (a full disk, say) removes what it wrote, so nothing
+// of it is left to load or to take space. open() removes what a crash can
+// leave behind (*.tmp files, .toml/.source without a .meta) and says so in
+// warnings(); a committed version whose files
 // are unreadable, inconsistent (hash mismatch) or malformed fails open(), naming
 // the file, because silently losing history would break rollback.
 //

@@ -45,6 +45,15 @@ Status write_file_durably(const std::string& dir, std::string_view name, std::st
     const std::string temp = path + std::string(kTempSuffix);
     UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0) return Error{"cannot create " + temp + ": " + errno_text(errno)};
+    // A failed write leaves no temp file behind: on a full disk it would hold
+    // the space the next attempt needs.
+    struct RemoveTemp {
+        const std::string& temp;
+        bool armed = true;
+        ~RemoveTemp() {
+            if (armed) ::unlink(temp.c_str());
+        }
+    } remove_temp{temp};
     size_t written = 0;
     while (written < content.size()) {
         const ssize_t n = ::write(fd.get(), content.data() + written, content.size() - written);
@@ -56,6 +65,7 @@ Status write_file_durably(const std::string& dir, std::string_view name, std::st
     if (fd.close() != 0) return Error{"cannot close " + temp + ": " + errno_text(errno)};
     if (::rename(temp.c_str(), path.c_str()) != 0)
         return Error{"cannot rename " + temp + " to " + path + ": " + errno_text(errno)};
+    remove_temp.armed = false;
     return fsync_dir(dir);
 }
 
@@ -224,12 +234,19 @@ std::string policies_dir_of(const std::string& state_dir) { return join_path(sta
 Result<std::set<uint64_t>> list_committed_versions(const std::string& dir, std::vector<std::string>& warnings) {
     std::error_code error;
     std::set<uint64_t> metas;
-    std::map<uint64_t, std::string> data_files;  // .toml/.source, to spot the uncommitted
+    std::multimap<uint64_t, std::string> data_files;  // .toml/.source, to spot the uncommitted
     for (std::filesystem::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
         const std::string name = it->path().filename().string();
         const std::string path = it->path().string();
         if (name.ends_with(kTempSuffix)) {
-            warnings.push_back("skipped " + path + ": an unfinished write (a crash during commit?)");
+            // Never read: removed so it holds no space (unlink leaves a
+            // directory of that name alone, and says so).
+            if (::unlink(path.c_str()) == 0)
+                warnings.push_back("removed " + path + ": an unfinished write (a crash during commit?)");
+            else
+                warnings.push_back(
+                    "skipped " + path +
+                    ": an unfinished write (a crash during commit?) that cannot be removed: " + errno_text(errno));
             continue;
         }
         const size_t dot = name.find('.');
@@ -247,10 +264,17 @@ Result<std::set<uint64_t>> list_committed_versions(const std::string& dir, std::
     }
     if (error) return Error{"cannot list " + dir + ": " + error.message()};
 
-    for (const auto& [number, path] : data_files)
-        if (!metas.count(number))
-            warnings.push_back("skipped " + path + ": no " + file_stem(number) +
-                               ".meta, so it was never committed (a crash during commit?)");
+    // A version's data files without its meta were never committed: the
+    // next commit of that number would replace them, so they go now.
+    for (const auto& [number, path] : data_files) {
+        if (metas.count(number)) continue;
+        const std::string why =
+            ": no " + file_stem(number) + ".meta, so it was never committed (a crash during commit?)";
+        if (::unlink(path.c_str()) == 0)
+            warnings.push_back("removed " + path + why);
+        else
+            warnings.push_back("skipped " + path + why + "; cannot remove it: " + errno_text(errno));
+    }
     return metas;
 }
 
@@ -291,9 +315,16 @@ Result<PolicyVersion> read_version(const std::string& dir, uint64_t number, std:
 Status write_version(const std::string& dir, const PolicyVersion& version) {
     const std::string stem = file_stem(version.version);
     // Data first, meta last: the meta's rename is what makes the version exist.
-    if (auto written = write_file_durably(dir, stem + ".toml", version.canonical); !written) return written;
-    if (auto written = write_file_durably(dir, stem + ".source", version.source); !written) return written;
-    return write_file_durably(dir, stem + ".meta", meta_text(version));
+    Status written = write_file_durably(dir, stem + ".toml", version.canonical);
+    if (written) written = write_file_durably(dir, stem + ".source", version.source);
+    if (written) written = write_file_durably(dir, stem + ".meta", meta_text(version));
+    if (written) return written;
+    // Not committed: take back what was written, the meta first (its rename
+    // may have happened before the directory's fsync failed), so a restart
+    // does not find a version whose push was answered with an error.
+    for (const char* extension : {".meta", ".source", ".toml"}) ::unlink(join_path(dir, stem + extension).c_str());
+    (void)fsync_dir(dir);
+    return written;
 }
 
 }  // namespace sluice::version_store_internal

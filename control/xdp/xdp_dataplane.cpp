@@ -500,6 +500,23 @@ Status XdpDataplane::detach(int ifindex) {
     return ok_status();
 }
 
+std::vector<std::string> XdpDataplane::missing_pins() const {
+    std::vector<std::string> missing;
+    if (pin_dir_.empty()) return missing;
+    auto check = [&](const std::string& path) {
+        struct stat info {};
+        if (::stat(path.c_str(), &info) != 0 && errno == ENOENT) missing.push_back(path);
+    };
+    check(pin_dir_);
+    if (!missing.empty()) return missing;  // the whole directory: one line says it
+    bpf_map* map;
+    bpf_object__for_each_map(map, skel_->obj) {
+        if (const char* path = bpf_map__pin_path(map)) check(path);
+    }
+    for (const auto& [ifindex, fd] : links_) check(link_pin_path(ifindex));
+    return missing;
+}
+
 std::vector<int> XdpDataplane::attached_ifindexes() const {
     std::vector<int> out;
     for (const auto& [ifindex, fd] : links_) out.push_back(ifindex);

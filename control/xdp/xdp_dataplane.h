@@ -85,6 +85,9 @@ class XdpDataplane : public EnforcementPoint {
     Status attach(int ifindex, XdpMode mode);
     Status detach(int ifindex);
     std::vector<int> attached_ifindexes() const;
+    // The pins (the pin directory, each map's, each link's) no longer in
+    // bpffs; empty when nothing is pinned.
+    std::vector<std::string> missing_pins() const;
 
     // With XdpOptions::test_clock: the time every decision sees from now on.
     void set_test_clock(uint64_t now_ns);

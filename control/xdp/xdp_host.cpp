@@ -69,6 +69,19 @@ class XdpInterface : public HostedInterface {
     std::optional<XdpPlacement> xdp() const override { return placement_; }
     std::optional<SyscallErrorCounts> syscall_errors() const override { return dataplane_->syscall_errors(); }
 
+    std::optional<InterfaceHealth> health() override {
+        // Another interface of the same name (deleted and made again) is not
+        // the one the program was attached to.
+        errno = 0;
+        const unsigned index = if_nametoindex(name_.c_str());
+        if (index != 0)
+            interface_present_ = static_cast<int>(index) == placement_.ifindex;
+        else if (errno == ENODEV || errno == ENXIO)
+            interface_present_ = false;
+        // Other errors (EMFILE: if_nametoindex needs a socket) cannot tell.
+        return InterfaceHealth{interface_present_, dataplane_->missing_pins()};
+    }
+
     Status go_live() override {
         if (auto status = dataplane_->attach(placement_.ifindex, placement_.mode); !status) return status;
         live_ = true;
@@ -99,6 +112,7 @@ class XdpInterface : public HostedInterface {
     XdpPlacement placement_;
     bool live_ = false;
     bool created_pins_ = false;
+    bool interface_present_ = true;  // as health() last saw it
 };
 
 }  // namespace

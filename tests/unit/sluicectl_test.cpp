@@ -103,14 +103,14 @@ TEST(SluicectlOutput, Status) {
     bare["unprotected"] = json::array();
     EXPECT_EQ(format_status(bare),
               "daemon: pid 4242, version 0.1.0, up 2h 5m, socket /run/sluice/sluiced.sock\n"
-              "policy: none yet (sluicectl policy push FILE)\n"
+              "policy: none (passing all under no_policy until the first sluicectl policy push FILE)\n"
               "interfaces: none attached (sluicectl attach IFNAME)\n");
 }
 
 TEST(SluicectlOutput, MissingOrMistypedFieldsPrintAsDashes) {
     EXPECT_EQ(format_status(json::object()),
               "daemon: pid -, version -, up 0s, socket -\n"
-              "policy: none yet (sluicectl policy push FILE)\n"
+              "policy: none (passing all under no_policy until the first sluicectl policy push FILE)\n"
               "interfaces: none attached (sluicectl attach IFNAME)\n");
     EXPECT_EQ(format_attach(json{{"interface", "sl0"}, {"ifindex", "five"}}),
               "attached sl0 (ifindex five, - mode, policy version -)\n");

@@ -422,7 +422,7 @@ TEST_F(VersionStoreTest, InvalidPolicyIsRefusedWithItsPositionAndNothingStored) 
     EXPECT_TRUE(std::filesystem::is_empty(policies()));
 }
 
-TEST_F(VersionStoreTest, LeftoversOfACrashedCommitAreSkippedWithAReason) {
+TEST_F(VersionStoreTest, LeftoversOfACrashedCommitAreRemovedWithAReason) {
     {
         VersionStore store = open_store();
         push(store, kTwoClasses);
@@ -437,11 +437,37 @@ TEST_F(VersionStoreTest, LeftoversOfACrashedCommitAreSkippedWithAReason) {
     EXPECT_THAT(store.warnings(), Contains(AllOf(HasSubstr("000000000002.meta.tmp"), HasSubstr("unfinished write"))));
     EXPECT_THAT(store.warnings(), Contains(AllOf(HasSubstr("000000000002.toml"), HasSubstr("never committed"))));
     EXPECT_THAT(store.warnings(), Contains(HasSubstr("notes.txt")));
+    // Removed, so they hold no space and are not met again.
+    EXPECT_FALSE(std::filesystem::exists(policies() + "/000000000002.meta.tmp"));
+    EXPECT_FALSE(std::filesystem::exists(policies() + "/000000000002.toml"));
+    EXPECT_TRUE(std::filesystem::exists(policies() + "/notes.txt"));
     // Committing version 2 replaces the leftovers.
     EXPECT_EQ(push(store, kWebFaster), 2u);
     VersionStore reopened = open_store();
     EXPECT_EQ(reopened.current()->version, 2u);
     EXPECT_TRUE(reopened.same_as_current(kWebFaster));
+}
+
+// A commit that fails half-way (here the source's temp name is taken by a
+// directory, as a full disk fails a write) takes back the canonical text it
+// had already renamed into place: nothing of it is loaded or holds space.
+TEST_F(VersionStoreTest, AFailedCommitLeavesNothingOfTheVersionBehind) {
+    VersionStore store = open_store();
+    push(store, kTwoClasses);
+    std::filesystem::create_directory(policies() + "/000000000002.source.tmp");
+    auto prepared = store.prepare(kWebFaster, "p.toml", std::nullopt, "push", kOptions);
+    ASSERT_TRUE(prepared.ok()) << prepared.error().message;
+    auto committed = store.commit(prepared.value().version);
+    ASSERT_FALSE(committed.ok());
+    EXPECT_THAT(committed.error().message, HasSubstr("000000000002.source.tmp"));
+    EXPECT_EQ(store.current()->version, 1u);
+    EXPECT_FALSE(std::filesystem::exists(policies() + "/000000000002.toml"));
+    EXPECT_FALSE(std::filesystem::exists(policies() + "/000000000002.meta"));
+    std::filesystem::remove(policies() + "/000000000002.source.tmp");
+    EXPECT_EQ(push(store, kWebFaster), 2u);
+    VersionStore reopened = open_store();
+    EXPECT_EQ(reopened.current()->version, 2u);
+    EXPECT_THAT(reopened.warnings(), IsEmpty());
 }
 
 TEST_F(VersionStoreTest, ACorruptCommittedVersionFailsOpenNamingTheFile) {
