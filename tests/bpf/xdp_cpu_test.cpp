@@ -305,10 +305,12 @@ TEST_F(XdpRealClock, SplitAggregateAdmitsBurstPlusRateTimesTAndNoMore) {
     expect_saturated(w);
     // Split mode never over-admits: each CPU spends at most its share.
     EXPECT_LE(static_cast<double>(admitted), ideal(w.seconds));
-    // And it under-admits only what a CPU that stopped flooding left unspent:
-    // every CPU floods its own share throughout, whose bucket holds half a
-    // second of its refill, so the same 1% as lease mode.
-    EXPECT_GE(static_cast<double>(admitted), 0.99 * ideal(w.flooded_seconds));
+    // And it under-admits only what a CPU left unspent: each floods its own
+    // share throughout, but a share is spent only by its CPU, so a flood
+    // thread descheduled now and then (the other's softirq, the test) costs
+    // that CPU's refill past its half-second bucket. Seen 0.984 to 0.99999 of
+    // the ideal; 5% below it is a share refilling too slowly.
+    EXPECT_GE(static_cast<double>(admitted), 0.95 * ideal(w.flooded_seconds));
 }
 
 // A class aggregate counting in windows, one source flooded from every CPU:
