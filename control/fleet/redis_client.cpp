@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "redis_client.h"
 
+#include <arpa/inet.h>
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
@@ -64,6 +65,18 @@ RedisReply convert(const redisReply& raw) {
 
 std::string error_word(const std::string& text) { return text.substr(0, text.find(' ')); }
 
+bool ipv6_literal(std::string_view host) {
+    in6_addr address{};
+    return host.size() < INET6_ADDRSTRLEN && inet_pton(AF_INET6, std::string(host).c_str(), &address) == 1;
+}
+
+// A DNS name or an IPv4 address: what getaddrinfo can take unbracketed.
+bool plain_host(std::string_view host) {
+    return !host.empty() && host.find_first_not_of(
+                                "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                "0123456789.-_") == std::string_view::npos;
+}
+
 // "MOVED 3999 127.0.0.1:6381" / "ASK ...": Redis writes IPv6 addresses
 // without brackets, so the port is after the last colon.
 std::optional<RedisEndpoint> redirect_target(const std::string& text) {
@@ -76,6 +89,8 @@ std::optional<RedisEndpoint> redirect_target(const std::string& text) {
     }
     const size_t colon = address.rfind(':');
     if (colon == std::string::npos || colon == 0) return std::nullopt;
+    const std::string_view host(address.data(), colon);
+    if (!plain_host(host) && !ipv6_literal(host)) return std::nullopt;
     unsigned port = 0;
     const char* begin = address.data() + colon + 1;
     const char* end = address.data() + address.size();
@@ -94,7 +109,8 @@ Result<RedisEndpoint> parse_redis_endpoint(std::string_view text) {
     const std::string quoted = "redis server \"" + std::string(text) + "\": ";
     std::string_view host;
     std::string_view port_text;
-    if (!text.empty() && text.front() == '[') {
+    const bool bracketed = !text.empty() && text.front() == '[';
+    if (bracketed) {
         const size_t close = text.find(']');
         if (close == std::string_view::npos) return Error{quoted + "no ']' after the IPv6 address", "servers"};
         host = text.substr(1, close - 1);
@@ -110,6 +126,11 @@ Result<RedisEndpoint> parse_redis_endpoint(std::string_view text) {
         port_text = text.substr(colon + 1);
     }
     if (host.empty()) return Error{quoted + "the host is empty", "servers"};
+    if (bracketed && !ipv6_literal(host)) return Error{quoted + "the bracketed host is not an IPv6 address", "servers"};
+    if (!bracketed && !plain_host(host))
+        return Error{
+            quoted + "the host may hold only letters, digits, '.', '-' and '_' (an IPv6 address goes in brackets)",
+            "servers"};
     unsigned port = 0;
     const auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
     if (port_text.empty() || ec != std::errc() || ptr != port_text.data() + port_text.size() || port == 0 ||

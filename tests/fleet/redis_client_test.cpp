@@ -45,6 +45,11 @@ TEST(RedisEndpointTest, ErrorsNameWhatIsWrong) {
         {"[::1:6379", "no ']'"},
         {"[::1]6379", "expected \":port\""},
         {"[]:6379", "host is empty"},
+        // Found by the redis_reply fuzzer: a host that printed differently.
+        {"[[\xff$1]:69", "not an IPv6 address"},
+        {"[redis.internal]:6379", "not an IPv6 address"},
+        {"redis internal:6379", "only letters, digits"},
+        {"[::1]]:6379", "expected \":port\""},
     };
     for (const auto& [text, expected] : cases) {
         auto parsed = parse_redis_endpoint(text);
