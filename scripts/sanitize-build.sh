@@ -2,7 +2,8 @@
 # Configures (once) and builds the sanitizer build in $SLUICE_SANITIZE_DIR
 # (default: build-sanitize): clang 14, ASan + UBSan (any report fails the
 # process), libFuzzer's coverage hooks and the harnesses in tests/fuzz/.
-# scripts/test.sh runs the unit, e2e, dpdk and fuzz suites from it;
+# scripts/test.sh runs the unit, e2e, dpdk and fuzz suites from it, with
+# --configure-only: `meson test` then builds just what those suites need;
 # scripts/fuzz.sh runs the harnesses for as long as asked.
 #
 # -O0 with line tables: it compiles in a third of -O2's time, and the suites
@@ -17,4 +18,4 @@ if [[ ! -f $build_dir/build.ninja ]]; then
     -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=0 -Ddebug=false \
     "-Dc_args=-g1 -fno-sanitize-recover=all" "-Dcpp_args=-g1 -fno-sanitize-recover=all"
 fi
-ninja -C "$build_dir"
+if [[ ${1:-} != --configure-only ]]; then ninja -C "$build_dir"; fi
