@@ -7,6 +7,8 @@
 // enforcement, versioning or the fail-static behaviour breaks.
 #include <bpf/libbpf.h>
 #include <gtest/gtest.h>
+#include <linux/if_link.h>
+#include <net/if.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/netns.h"
 #include "common/privilege.h"
 #include "e2e_fixture.h"
 
@@ -559,6 +562,61 @@ TEST_F(E2E, SigtermExitsCleanlyAndLeavesTheLimitInPlace) {
     ASSERT_TRUE(r);
     ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*r));
     check_limited(*r, "greedy after SIGTERM", kDefaultRate);
+}
+
+// ---- 8b. SIGTERM with detach_on_exit ---------------------------------------------------
+
+// The id of the XDP program on `dev` in namespace `ns` in any mode (what `ip
+// -n NS link show DEV` prints as prog/xdp), 0 if none, nullopt if the
+// interface or its XDP state cannot be read.
+std::optional<uint32_t> xdp_program_on(const std::string& ns, const std::string& dev) {
+    const EnterNamespace inside(ns);
+    if (!inside.ok()) return std::nullopt;
+    const unsigned ifindex = if_nametoindex(dev.c_str());
+    if (ifindex == 0) return std::nullopt;
+    LIBBPF_OPTS(bpf_xdp_query_opts, query);
+    if (bpf_xdp_query(static_cast<int>(ifindex), 0, &query) != 0) return std::nullopt;
+    return std::max({query.drv_prog_id, query.skb_prog_id, query.hw_prog_id});
+}
+
+// Everything under `dir` (bpffs: each file is a pin), as one line.
+std::string entries_under(const std::string& dir) {
+    std::string found;
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+        found += it->path().string() + " ";
+    return found;
+}
+
+// README, sluiced: "With detach_on_exit = true SIGTERM detaches and removes
+// the pins instead" of leaving the program enforcing (fail-static).
+TEST_F(E2E, SigtermWithDetachOnExitDetachesAndRemovesThePins) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(start_world("detach_on_exit = true\n"));
+    ASSERT_TRUE(push_policy("policy.toml", policy_text()));
+    // Attached and pinned while it runs, so the checks below can fail.
+    const auto before = xdp_program_on(netns_name(), "sl0");
+    ASSERT_TRUE(before) << "cannot read sl0's XDP state in " << netns_name();
+    EXPECT_NE(*before, 0u) << "no XDP program on sl0 while sluiced runs";
+    EXPECT_NE(entries_under(pin_root()), "") << "nothing pinned under " << pin_root() << " while sluiced runs";
+
+    signal_daemon(SIGTERM);
+    EXPECT_EQ(wait_daemon_exit(10s), 0) << "sluiced did not exit 0 on SIGTERM";
+
+    const auto after = xdp_program_on(netns_name(), "sl0");
+    ASSERT_TRUE(after) << "cannot read sl0's XDP state in " << netns_name();
+    EXPECT_EQ(*after, 0u) << "XDP program " << *after << " still on sl0 after SIGTERM with detach_on_exit";
+    EXPECT_EQ(entries_under(pin_root()), "") << "pins left under " << pin_root();
+
+    // Nothing limits greedy any more (2% slack for the veth, as in the
+    // detach test).
+    const auto r = traffic({kGreedy}, 2.0);
+    ASSERT_TRUE(r);
+    ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*r));
+    const FlowCount& g = r->flow("greedy");
+    figure_line("greedy", "sent " + std::to_string(g.sent) + " received " + std::to_string(g.received));
+    EXPECT_GE(static_cast<double>(g.received), 0.98 * static_cast<double>(g.sent)) << "still limited after exit";
 }
 
 // ---- 9. CLI error paths ---------------------------------------------------------------
