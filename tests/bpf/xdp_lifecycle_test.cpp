@@ -20,7 +20,9 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/netns.h"
 #include "xdp_fixture.h"
@@ -182,6 +184,43 @@ TEST_F(XdpLifecycle, PinsOfAnOlderAbiAreRefusedNamingWhatToRemove) {
     const std::string& message = refused.error().message;
     EXPECT_NE(message.find("ABI version 2"), std::string::npos) << message;
     EXPECT_NE(message.find("remove " + pins.path()), std::string::npos) << message;
+}
+
+// README, sluiced: "Pins written by an incompatible build are refused with a
+// message naming the directory to remove." A map pinned under one of the
+// program's map names with another value size (as a build whose struct grew
+// would have left) must not be adopted, and must be left as it was: the
+// operator decides what to remove.
+TEST_F(XdpLifecycle, PinnedMapOfAnotherShapeIsRefusedNamingTheDirectoryAndLeftAlone) {
+    PinDir pins;
+    const std::string path = pins.path() + "/sluice_stats";
+    // sluice_stats is a PERCPU_ARRAY of SLUICE_STAT_COUNT u64s; this one holds 16-byte values.
+    UniqueFd stale(bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "sluice_stats", 4, 16, SLUICE_STAT_COUNT, nullptr));
+    ASSERT_GE(stale.get(), 0) << std::strerror(errno);
+    ASSERT_EQ(bpf_obj_pin(stale.get(), path.c_str()), 0) << std::strerror(errno);
+    bpf_map_info pinned{};
+    __u32 len = sizeof(pinned);
+    ASSERT_EQ(bpf_obj_get_info_by_fd(stale.get(), &pinned, &len), 0) << std::strerror(errno);
+
+    auto refused =
+        XdpDataplane::open(XdpOptions{.test_clock = true, .source_capacity = kTestCapacity, .pin_dir = pins.path()});
+    ASSERT_FALSE(refused.ok()) << "a pinned sluice_stats with 16-byte values was adopted";
+    const std::string& message = refused.error().message;
+    EXPECT_NE(message.find(path + " does not match this build"), std::string::npos) << message;
+    EXPECT_NE(message.find("remove " + pins.path()), std::string::npos) << message;
+
+    // The directory holds what it held: the same map, nothing added.
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(pins.path()))
+        names.push_back(entry.path().filename().string());
+    EXPECT_EQ(names, std::vector<std::string>{"sluice_stats"});
+    UniqueFd again(bpf_obj_get(path.c_str()));
+    ASSERT_GE(again.get(), 0) << path << ": " << std::strerror(errno);
+    bpf_map_info now{};
+    len = sizeof(now);
+    ASSERT_EQ(bpf_obj_get_info_by_fd(again.get(), &now, &len), 0) << std::strerror(errno);
+    EXPECT_EQ(now.id, pinned.id) << "the pinned map was replaced";
+    EXPECT_EQ(now.value_size, 16u);
 }
 
 // ---- attach and detach -----------------------------------------------------------------
