@@ -693,5 +693,56 @@ TEST_F(E2E, RollbackThroughSluicedAdmitsWhatTheOlderVersionAdmitted) {
     EXPECT_GE(passed_share("after rollback"), 0.98) << "the rollback does not pass the probe again";
 }
 
+// ---- 11. attach through the daemon ----------------------------------------------------
+
+// README, sluicectl: `attach IFNAME` enforces the policy on IFNAME; README,
+// Order: an interface attached later runs the current version from its first
+// packet. sluiced starts here with no [[interface]], the policy is pushed,
+// then sl0 is attached by hand.
+TEST_F(E2E, AttachThroughSluicedEnforcesTheCurrentVersion) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(make_world());
+    const std::string config = read_file(config_path());
+    const std::string section = "\n[[interface]]\nname = \"sl0\"\nmode = \"native\"\n";
+    const size_t at = config.find(section);
+    ASSERT_NE(at, std::string::npos) << config;
+    write_file(config_path(), config.substr(0, at) + config.substr(at + section.size()));
+    ASSERT_NO_FATAL_FAILURE(start_daemon());
+    const auto pushed = push_policy("policy.toml", policy_text());
+    ASSERT_TRUE(pushed);
+    const json version = (*pushed)["version"];
+
+    const auto before = status();
+    ASSERT_TRUE(before);
+    EXPECT_TRUE(sl0_status(*before).is_null()) << "sl0 attached without being asked: " << before->dump();
+    const auto unprotected = before->value("unprotected", json::array());
+    EXPECT_NE(std::find(unprotected.begin(), unprotected.end(), "sl0"), unprotected.end())
+        << "sl0 not listed as unprotected: " << before->dump();
+
+    const auto attached = ctl_json({"attach", "sl0", "--mode", "native"});
+    ASSERT_TRUE(attached);
+    figure_line("attach", attached->dump());
+    EXPECT_EQ(attached->value("interface", json()), "sl0");
+    EXPECT_EQ(attached->value("mode", json()), "native");
+    EXPECT_EQ(attached->value("active_version", json()), version);
+
+    const auto after = status();
+    ASSERT_TRUE(after);
+    const json sl0 = sl0_status(*after);
+    ASSERT_TRUE(sl0.is_object()) << "sl0 not in status after attach: " << after->dump();
+    EXPECT_EQ(sl0.value("active_version", json()), version);
+    EXPECT_EQ(sl0.value("mode", json()), "native");
+    EXPECT_EQ(sl0.value("pins", json()), "ok");
+    const auto still_unprotected = after->value("unprotected", json::array());
+    EXPECT_EQ(std::find(still_unprotected.begin(), still_unprotected.end(), "sl0"), still_unprotected.end())
+        << "sl0 still listed as unprotected: " << after->dump();
+
+    // greedy, a source new to the table, gets its burst and the rate: no more.
+    const auto r = traffic({kGreedy}, kSeconds);
+    ASSERT_TRUE(r);
+    ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*r));
+    check_limited(*r, "greedy after attach", kDefaultRate);
+}
+
 }  // namespace
 }  // namespace sluice::test
