@@ -147,7 +147,8 @@ class Soak {
             }
         });
 
-        const auto begin = Clock::now();
+        begin_ = Clock::now();
+        const auto begin = begin_;
         const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - begin).count(); };
         constexpr double kWarmUp = 10;
         std::optional<Sample> first;
@@ -167,16 +168,18 @@ class Soak {
                 break;
             }
             const auto metrics = scrape();
-            count(counts_.scrapes, metrics.has_value());
-            count(counts_.status_calls, ctl({"status"}).code == 0);
+            count(counts_.scrapes, metrics.has_value(), "no answer from /metrics");
+            count(counts_.status_calls, ctl({"status"}));
             if (tick % 5 == 0) {
-                count(counts_.stats_calls, ctl({"stats"}).code == 0);
-                count(counts_.top_calls, ctl({"top", "-n", "10"}).code == 0);
+                count(counts_.stats_calls, ctl({"stats"}));
+                count(counts_.top_calls, ctl({"top", "-n", "10"}));
                 const uint64_t change = tick / 5;
-                if (change % 3 == 0)
-                    count(counts_.rollbacks, ctl({"policy", "rollback"}).code == 0);
-                else
-                    count(counts_.pushes, push(change).ok());
+                if (change % 3 == 0) {
+                    count(counts_.rollbacks, ctl({"policy", "rollback"}));
+                } else {
+                    const Status pushed = push(change);
+                    count(counts_.pushes, pushed.ok(), pushed.ok() ? "" : pushed.error().message);
+                }
             }
             if (!metrics) continue;
             const Sample now{elapsed(), rss_kib(pid_), entries("/proc/" + std::to_string(pid_) + "/fd", false),
@@ -198,15 +201,25 @@ class Soak {
   private:
     struct Calls {
         uint64_t ok = 0, failed = 0;
+        std::string first_failure;  // what the first failed call said, at which second
     };
     struct Counts {
         Calls scrapes, status_calls, stats_calls, top_calls, pushes, rollbacks;
     };
+    Clock::time_point begin_{};  // the soak's start: failures say when they happened
 
     static std::string tag() { return std::to_string(getpid()); }
     std::string socket() const { return (dir_ / "sluiced.sock").string(); }
     std::string log() const { return test::read_file(dir_ / "sluiced.log"); }
-    static void count(Calls& calls, bool ok) { (ok ? calls.ok : calls.failed)++; }
+    void count(Calls& calls, bool ok, const std::string& why) {
+        (ok ? calls.ok : calls.failed)++;
+        if (!ok && calls.first_failure.empty())
+            calls.first_failure =
+                "at " + fixed(std::chrono::duration<double>(Clock::now() - begin_).count(), 0) + " s: " + why;
+    }
+    void count(Calls& calls, const test::ProcResult& result) {
+        count(calls, result.code == 0, "exit " + std::to_string(result.code) + ": " + result.err + result.out);
+    }
 
     test::ProcResult ctl(const std::vector<std::string>& args) {
         std::vector<std::string> argv{options_.sluicectl, "--socket", socket(), "--json"};
@@ -253,9 +266,11 @@ class Soak {
         Json calls_json = Json::object();
         for (const auto& [name, c] : kinds) {
             calls.rows.push_back({name, std::to_string(c->ok), std::to_string(c->failed)});
-            calls_json[name] = {{"ok", c->ok}, {"failed", c->failed}};
+            calls_json[name] = {{"ok", c->ok}, {"failed", c->failed}, {"first_failure", c->first_failure}};
         }
         calls.print();
+        for (const auto& [name, c] : kinds)
+            if (c->failed > 0) std::printf("first failed %s call %s\n", name, c->first_failure.c_str());
         std::printf("flood frames sent %llu; peak RSS %llu KiB; sluiced exit %d; pins left after exit %llu\n",
                     static_cast<unsigned long long>(sent), static_cast<unsigned long long>(peak_rss_kib_), exit_code_,
                     static_cast<unsigned long long>(pins_after_exit));
