@@ -99,6 +99,24 @@ std::optional<RedisEndpoint> redirect_target(const std::string& text) {
     return RedisEndpoint{address.substr(0, colon), static_cast<uint16_t>(port)};
 }
 
+// hiredis 0.14 allocates an array's element pointers as soon as it reads the
+// "*N" header, so one reply from a broken or hostile server could cost
+// gigabytes (the redis_reply fuzzer's "*3490000000": 2.8 GB). No reply Sluice
+// reads comes near this many elements; a larger one fails the command.
+constexpr int kMaxReplyElements = 1 << 16;
+
+void bound_reply_arrays(redisContext* context) {
+    static redisReplyObjectFunctions* const hiredis_own = context->reader->fn;
+    static redisReplyObjectFunctions bounded = [] {
+        redisReplyObjectFunctions functions = *hiredis_own;
+        functions.createArray = [](const redisReadTask* task, int elements) -> void* {
+            return elements > kMaxReplyElements ? nullptr : hiredis_own->createArray(task, elements);
+        };
+        return functions;
+    }();
+    context->reader->fn = &bounded;
+}
+
 Error redis_error(const RedisEndpoint& node, const std::string& what, ErrorCode code) {
     return Error{.message = "redis " + format_redis_endpoint(node) + ": " + what, .setting = {}, .code = code};
 }
@@ -188,6 +206,7 @@ struct RedisClient::State {
         if (!context) return redis_error(node, "connect: out of memory", ErrorCode::internal);
         if (context->err != 0)
             return redis_error(node, std::string("connect: ") + context->errstr, ErrorCode::unreachable);
+        bound_reply_arrays(context.get());
         if (redisSetTimeout(context.get(), to_timeval(options.command_timeout)) != REDIS_OK)
             return redis_error(node, "cannot set the command timeout", ErrorCode::unreachable);
         if (!options.password.empty()) {
@@ -225,6 +244,8 @@ struct RedisClient::State {
             std::string what = context->errstr[0] != '\0' ? context->errstr : "no reply";
             if (context->err == REDIS_ERR_IO)
                 what += " (command timeout " + std::to_string(options.command_timeout.count()) + " ms)";
+            if (context->err == REDIS_ERR_OOM)
+                what += " (or a reply array above " + std::to_string(kMaxReplyElements) + " elements)";
             return redis_error(node, argv.front() + ": " + what, ErrorCode::unreachable);
         }
         return convert(*raw);
