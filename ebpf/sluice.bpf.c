@@ -187,8 +187,8 @@ _Static_assert(sizeof(struct sluice_decision) == 4 && __builtin_offsetof(struct 
 const volatile __u8 sluice_use_test_clock = 0;
 /* bpf_ktime_get_coarse_ns instead of bpf_ktime_get_ns (see sluice_now). */
 const volatile __u8 sluice_use_coarse_clock = 0;
-/* One drop in (mask + 1) is sent as an event; mask is a power of two minus 1. */
-const volatile __u32 sluice_drop_sample_mask = SLUICE_DROP_SAMPLE_PERIOD_DEFAULT - 1;
+/* The least drop sampling period (sluice_sample_period can only raise it). */
+const volatile __u32 sluice_drop_sample_period_min = SLUICE_DROP_SAMPLE_PERIOD_DEFAULT;
 /* The source table has mask + 1 sets; the loader sets both. */
 const volatile __u32 sluice_set_mask = SLUICE_DEFAULT_SETS - 1;
 /* The keyed hash's key: drawn by the loader, or the pinned table's own. */
@@ -328,13 +328,22 @@ struct {
 	__uint(max_entries, 1 << 20);
 } sluice_events SEC(".maps");
 
-/* Per-CPU drop count that drives 1-in-N event sampling. */
+/* Where each CPU's drop sampling stands. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct sluice_drop_sampler);
 } sluice_sampler SEC(".maps");
+
+/* The drop sampling period user space sets after each drain of the ring
+ * buffer, which every CPU shares (0 until it does: the least period). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} sluice_sample_period SEC(".maps");
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -390,11 +399,19 @@ static __always_inline __u32 classify(__u32 slot, const struct sluice_packet *pk
 	return class_id ? *class_id : default_class;
 }
 
-static __always_inline __u64 *drops_seen(void)
+static __always_inline struct sluice_drop_sampler *drop_sampler(void)
 {
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&sluice_sampler, &zero);
+}
+
+static __always_inline __u32 drop_sample_period(void)
+{
+	__u32 zero = 0;
+	__u32 *period = bpf_map_lookup_elem(&sluice_sample_period, &zero);
+
+	return period && *period > sluice_drop_sample_period_min ? *period : sluice_drop_sample_period_min;
 }
 
 /* sluice/account.h's hooks: counters, stats and the drop sampler are maps,
@@ -403,8 +420,9 @@ static __always_inline __u64 *drops_seen(void)
 #define SLUICE_ACCOUNT_CTX void
 #define SLUICE_COUNTER(ctx, index) ((void)(ctx), bpf_map_lookup_elem(&sluice_counters, (index)))
 #define SLUICE_STAT_ADD(ctx, stat) ((void)(ctx), stat_add((stat), 1))
-#define SLUICE_DROP_COUNT(ctx) ((void)(ctx), drops_seen())
-#define SLUICE_DROP_SAMPLE_MASK(ctx) ((void)(ctx), sluice_drop_sample_mask)
+#define SLUICE_DROP_SAMPLER(ctx) ((void)(ctx), drop_sampler())
+#define SLUICE_DROP_SAMPLE_PERIOD(ctx) ((void)(ctx), drop_sample_period())
+#define SLUICE_DROP_RANDOM(ctx) ((void)(ctx), bpf_get_prandom_u32())
 #define SLUICE_EVENT_RESERVE(ctx) \
 	((void)(ctx), (struct sluice_drop_event *)bpf_ringbuf_reserve(&sluice_events, sizeof(struct sluice_drop_event), 0))
 #define SLUICE_EVENT_SUBMIT(ctx, event) ((void)(ctx), bpf_ringbuf_submit((event), 0), 1)

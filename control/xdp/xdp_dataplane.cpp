@@ -84,7 +84,7 @@ Status XdpDataplane::load(const XdpOptions& options) {
     if (!skel_) return syscall_error(SyscallOp::load, "opening the BPF object", errno);
     skel_->rodata->sluice_use_test_clock = options.test_clock;
     skel_->rodata->sluice_use_coarse_clock = options.coarse_clock;
-    skel_->rodata->sluice_drop_sample_mask = period - 1;
+    skel_->rodata->sluice_drop_sample_period_min = period;
     skel_->rodata->sluice_set_mask = source_sets_ - 1;
     if (const int err = bpf_map__set_max_entries(skel_->maps.sluice_sources, source_sets_))
         return syscall_error(SyscallOp::load, "sizing the source table", error_code(err));
@@ -130,6 +130,14 @@ Status XdpDataplane::load(const XdpOptions& options) {
     events_.reset(
         ring_buffer__new(bpf_map__fd(skel_->maps.sluice_events), &XdpDataplane::on_ring_event, this, nullptr));
     if (!events_) return syscall_error(SyscallOp::ring_buffer, "opening the drop event ring buffer", errno);
+    // A pinned period is the last daemon's: start again from the least.
+    if (auto status = write_sample_period(period); !status) return status;
+    auto lost = stat_sum(SLUICE_STAT_DROP_EVENTS_LOST);
+    if (!lost) return lost.error();
+    // Each record is the event behind the ring's 8-byte header.
+    sampling_ = DropSampling(
+        period, bpf_map__max_entries(skel_->maps.sluice_events) / (sizeof(sluice_drop_event) + BPF_RINGBUF_HDR_SZ),
+        lost.value());
 
     // The grace-period trigger: updating an ARRAY_OF_MAPS makes the kernel
     // wait (synchronize_rcu) until every running BPF program has finished.
@@ -432,16 +440,30 @@ Result<std::vector<sluice_counter>> XdpDataplane::counters() {
     return sums;
 }
 
-Result<std::array<uint64_t, SLUICE_STAT_COUNT>> XdpDataplane::stats() {
-    const int fd = bpf_map__fd(skel_->maps.sluice_stats);
+Result<uint64_t> XdpDataplane::stat_sum(uint32_t index) {
     std::vector<uint64_t> per_cpu(cpus_);
+    if (const int err = bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sluice_stats), &index, per_cpu.data()))
+        return syscall_error(SyscallOp::map_lookup, "reading dataplane stats", error_code(err));
+    uint64_t sum = 0;
+    for (uint64_t v : per_cpu) sum += v;
+    return sum;
+}
+
+Result<std::array<uint64_t, SLUICE_STAT_COUNT>> XdpDataplane::stats() {
     std::array<uint64_t, SLUICE_STAT_COUNT> sums{};
     for (uint32_t index = 0; index < SLUICE_STAT_COUNT; index++) {
-        if (const int err = bpf_map_lookup_elem(fd, &index, per_cpu.data()))
-            return syscall_error(SyscallOp::map_lookup, "reading dataplane stats", error_code(err));
-        for (uint64_t v : per_cpu) sums[index] += v;
+        auto sum = stat_sum(index);
+        if (!sum) return sum.error();
+        sums[index] = sum.value();
     }
     return sums;
+}
+
+Status XdpDataplane::write_sample_period(uint32_t period) {
+    const uint32_t zero = 0;
+    if (const int err = bpf_map_update_elem(bpf_map__fd(skel_->maps.sluice_sample_period), &zero, &period, BPF_ANY))
+        return syscall_error(SyscallOp::map_update, "setting the drop sampling period", error_code(err));
+    return ok_status();
 }
 
 int XdpDataplane::on_ring_event(void* ctx, void* data, size_t size) {
@@ -458,6 +480,11 @@ Result<size_t> XdpDataplane::drain_events(const std::function<void(const sluice_
     const int consumed = ring_buffer__consume(events_.get());
     event_sink_ = nullptr;
     if (consumed < 0) return syscall_error(SyscallOp::ring_buffer, "reading drop events", -consumed);
+    auto lost = stat_sum(SLUICE_STAT_DROP_EVENTS_LOST);
+    if (!lost) return lost.error();
+    const uint32_t before = sampling_.period();
+    if (const uint32_t period = sampling_.after_drain(static_cast<uint64_t>(consumed), lost.value()); period != before)
+        if (auto status = write_sample_period(period); !status) return status.error();
     return static_cast<size_t>(consumed);
 }
 

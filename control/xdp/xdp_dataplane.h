@@ -20,6 +20,7 @@
 
 #include "compiled_policy.h"
 #include "dataplane.h"
+#include "drop_sampling.h"
 #include "interface_host.h"  // XdpMode
 #include "result.h"
 #include "sluice/abi.h"
@@ -40,7 +41,9 @@ struct XdpOptions {
     // sets (SLUICE_SOURCE_CAPACITY_MIN .. _MAX; 8 bytes each, whatever the
     // number of CPUs).
     uint32_t source_capacity = SLUICE_SOURCE_CAPACITY_DEFAULT;
-    // One drop in this many becomes a ring buffer event; a power of two.
+    // The least drop sampling period (a power of two): one drop in this many
+    // becomes a ring buffer event until a flood would overrun the ring, when
+    // drain_events raises it (control/lib/drop_sampling.h).
     uint32_t drop_sample_period = SLUICE_DROP_SAMPLE_PERIOD_DEFAULT;
     // bpffs directory for maps and links; empty pins nothing. Existing pins
     // there are re-adopted (and refused if their ABI differs).
@@ -98,6 +101,8 @@ class XdpDataplane : public EnforcementPoint {
     uint32_t source_sets() const { return source_sets_; }
     uint32_t possible_cpus() const { return cpus_; }
     const SyscallErrorCounts& syscall_errors() const { return errors_; }
+    // The drop sampling period the program uses now.
+    uint32_t drop_sample_period() const { return sampling_.period(); }
 
   private:
     XdpDataplane() = default;
@@ -120,6 +125,9 @@ class XdpDataplane : public EnforcementPoint {
     template <class LpmKey>
     Status clear_lpm_slot(int map_fd, uint32_t slot);
     static int on_ring_event(void* ctx, void* data, size_t size);
+    // One health stat summed over the CPUs.
+    Result<uint64_t> stat_sum(uint32_t index);
+    Status write_sample_period(uint32_t period);
     Error syscall_error(SyscallOp op, const std::string& what, int err);
     std::string link_pin_path(int ifindex) const;
 
@@ -157,6 +165,7 @@ class XdpDataplane : public EnforcementPoint {
     Mapping fleet_;    // fleet quotas' credit, by class id
     bool run_time_stats_ = false;
     const std::function<void(const sluice_drop_event&)>* event_sink_ = nullptr;  // during drain_events
+    DropSampling sampling_{SLUICE_DROP_SAMPLE_PERIOD_DEFAULT, 1, 0};              // set up by load()
     std::mutex apply_mutex_;
     std::atomic<uint64_t> window_restarts_{0};
     SyscallErrorCounts errors_{};

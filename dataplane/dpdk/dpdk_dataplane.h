@@ -34,6 +34,7 @@
 
 #include "compiled_policy.h"
 #include "dataplane.h"
+#include "drop_sampling.h"
 #include "result.h"
 #include "sluice/abi.h"
 
@@ -52,7 +53,10 @@ struct DpdkOptions {
     // Entries in the source table all workers share, rounded up to a power
     // of two of 8-entry sets (SLUICE_SOURCE_CAPACITY_MIN .. _MAX; 8 bytes each).
     uint32_t source_capacity = SLUICE_SOURCE_CAPACITY_DEFAULT;
-    // One drop in this many becomes a drop event (hot sources); a power of two.
+    // The least drop sampling period (a power of two): one drop in this many
+    // becomes a drop event (hot sources) until a flood would overrun a
+    // worker's event ring, when drain_events raises it
+    // (control/lib/drop_sampling.h).
     uint32_t drop_sample_period = SLUICE_DROP_SAMPLE_PERIOD_DEFAULT;
     // Read time from set_test_clock() instead of the TSC.
     bool test_clock = false;
@@ -115,6 +119,9 @@ class DpdkDataplane final : public EnforcementPoint {
     sluice_fleet_credit* fleet_credits() override;
 
     uint32_t worker_count() const { return static_cast<uint32_t>(workers_.size()); }
+    // The drop sampling period a worker uses now (raised by drain_events
+    // while a flood would overrun its event ring).
+    uint32_t drop_sample_period(uint32_t worker) const { return sampling_.at(worker).period(); }
     Worker& worker(uint32_t index) { return workers_.at(index); }
 
     // The time every worker reads at its next burst (DpdkOptions::test_clock).
@@ -133,6 +140,7 @@ class DpdkDataplane final : public EnforcementPoint {
 
     DpdkOptions options_;
     std::vector<WorkerState*> states_;  // rte_zmalloc'd, cache-aligned; freed in the destructor
+    std::vector<DropSampling> sampling_;  // by worker: the control thread's side of each event ring
     std::vector<Worker> workers_;
     std::unique_ptr<Slot[]> slots_;
     std::atomic<uint32_t> active_{0};

@@ -55,9 +55,11 @@ struct alignas(RTE_CACHE_LINE_SIZE) WorkerState {
     alignas(RTE_CACHE_LINE_SIZE) sluice_counter counters[SLUICE_COUNTER_SLOTS];
     uint64_t stats[SLUICE_STAT_COUNT];
     uint64_t decide_cycles, decisions;
-    __u64 drops_seen;         // drives 1-in-N drop event sampling
-    rte_ring* events;         // sampled drops, single producer (this worker), single consumer (control)
-    sluice_drop_event event;  // a sampled drop, filled here and copied into `events`
+    sluice_drop_sampler sampler;  // where this worker's drop sampling stands
+    uint32_t sample_period;       // set by the control thread after each drain
+    uint32_t sample_random;       // xorshift32 state for the sampler's gaps; never 0
+    rte_ring* events;             // sampled drops, single producer (this worker), single consumer (control)
+    sluice_drop_event event;      // a sampled drop, filled here and copied into `events`
     ShapeQueue queues[SLUICE_MAX_CLASSES];
     uint64_t queued_classes[SLUICE_MAX_CLASSES / 64];  // bit per class with a non-empty queue
     // A frame spread over several mbufs (a jumbo frame in 2 KB buffers) is
@@ -66,12 +68,21 @@ struct alignas(RTE_CACHE_LINE_SIZE) WorkerState {
     uint8_t frame_copy[UINT16_MAX + 1];
 };
 
+// The next of a worker's sampling gap draws (xorshift32: only sampled drops
+// ask, so a few instructions of statistical quality are plenty).
+inline uint32_t next_sample_random(uint32_t* state) {
+    uint32_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return *state = x;
+}
+
 // What the core's per-packet accounting (sluice/account.h) reaches on one
 // worker for one burst.
 struct Accounting {
     WorkerState* state;
-    uint64_t now;          // the burst's time, which drop events carry
-    uint32_t sample_mask;  // one drop in (mask + 1) becomes an event
+    uint64_t now;  // the burst's time, which drop events carry
 };
 
 }  // namespace sluice
@@ -79,8 +90,9 @@ struct Accounting {
 #define SLUICE_ACCOUNT_CTX sluice::Accounting
 #define SLUICE_COUNTER(ctx, index) (&(ctx)->state->counters[*(index)])
 #define SLUICE_STAT_ADD(ctx, stat) ((ctx)->state->stats[stat]++)
-#define SLUICE_DROP_COUNT(ctx) (&(ctx)->state->drops_seen)
-#define SLUICE_DROP_SAMPLE_MASK(ctx) ((ctx)->sample_mask)
+#define SLUICE_DROP_SAMPLER(ctx) (&(ctx)->state->sampler)
+#define SLUICE_DROP_SAMPLE_PERIOD(ctx) __atomic_load_n(&(ctx)->state->sample_period, __ATOMIC_RELAXED)
+#define SLUICE_DROP_RANDOM(ctx) sluice::next_sample_random(&(ctx)->state->sample_random)
 #define SLUICE_EVENT_RESERVE(ctx) (&(ctx)->state->event)
 #define SLUICE_EVENT_SUBMIT(ctx, event) (rte_ring_sp_enqueue_elem((ctx)->state->events, (event), sizeof(*(event))) == 0)
 #define SLUICE_EVENT_NOW(ctx) ((ctx)->now)

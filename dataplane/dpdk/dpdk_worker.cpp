@@ -302,7 +302,7 @@ uint16_t Worker::poll_once() {
     // The one read of the active slot for this burst.
     const DpdkDataplane::Slot& slot = dp->slots_[dp->active_.load(std::memory_order_acquire)];
     WorkerPath::BurstContext ctx{
-        {state, sluice_stamp(now), dp->options_.drop_sample_period - 1}, dp->shared_.get(), forward, 0, dropped, 0};
+        {state, sluice_stamp(now)}, dp->shared_.get(), forward, 0, dropped, 0};
 
     const uint64_t start = rte_rdtsc();
     if (slot.header.version == 0) {

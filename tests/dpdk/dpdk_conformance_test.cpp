@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <thread>
 
+#include "common/flood_sampling.h"
 #include "common/verdict_scenarios.h"
 #include "dpdk_fixture.h"
 
@@ -237,6 +240,46 @@ TEST_P(DpdkWorkersRealClock, OneFloodedLevelNeverPassesItsAlgorithmsBound) {
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, DpdkWorkersRealClock, ::testing::ValuesIn(scenarios::kWindowCases),
                          scenarios::window_case_name);
+
+// A flood at the worker's full rate from three sources dropping 16 : 10 : 6
+// of every burst, drained every 250 ms as the daemon's loop does
+// (tests/common/flood_sampling.h).
+class DpdkFloodSampling : public DpdkTest {
+  protected:
+    DpdkOptions options() const override {
+        DpdkOptions o = DpdkTest::options();
+        o.drop_sample_period = 1;
+        return o;
+    }
+};
+
+TEST_F(DpdkFloodSampling, EachSourcesWeightsStayWithinTheSamplingErrorOfItsDropsAtFullRate) {
+    apply(policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 1}}).build());
+    std::vector<scenarios::SampledSource> sources = {{"192.0.2.16"}, {"192.0.2.10"}, {"192.0.2.6"}};
+    const unsigned per_burst[] = {16, 10, 6};
+    std::vector<rte_mbuf*> burst;
+    for (size_t i = 0; i < sources.size(); i++)
+        for (unsigned n = 0; n < per_burst[i]; n++) {
+            burst.push_back(make_mbuf(udp_from(sources[i].addr)));
+            ASSERT_NE(burst.back(), nullptr);
+        }
+    const auto flood_one_interval = [&] {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+        while (std::chrono::steady_clock::now() < end) {
+            ASSERT_EQ(port_->inject_again(burst.data(), static_cast<unsigned>(burst.size())), burst.size());
+            dp_->worker(0).poll_once();
+            port_->drain_sent();
+            for (size_t i = 0; i < sources.size(); i++) sources[i].sent += per_burst[i];
+        }
+    };
+    const auto drain = [&](const std::function<void(const sluice_drop_event&)>& on_event) {
+        auto drained = dp_->drain_events(on_event);
+        ASSERT_TRUE(drained.ok()) << describe(drained);
+    };
+    scenarios::flood_sampling_stays_within_the_sampling_error(*this, sources, flood_one_interval, drain,
+                                                              [&] { return dp_->drop_sample_period(0); });
+    rte_pktmbuf_free_bulk(burst.data(), static_cast<unsigned>(burst.size()));
+}
 
 }  // namespace
 }  // namespace sluice::test

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The per-packet glue both dataplanes share (sluice/account.h), over a fake
-// backend of arrays: the counter slot and its clamps, 1-in-N drop sampling
-// and the event it fills, lost events, and the table events' stats.
+// backend of arrays: the counter slot and its clamps, drop sampling with a
+// period that may move, the event it fills and its weight, lost events and
+// their weight, and the table events' stats.
 #include <array>
 #include <cstring>
 #include <vector>
@@ -10,13 +11,14 @@
 
 namespace sluice::test {
 
-// A backend: counters, stats, a drop count and an event ring that holds
-// `room` events before it refuses more.
+// A backend: counters, stats, a drop sampler with the period user space set
+// and an event ring that holds `room` events before it refuses more.
 struct FakeBackend {
     std::vector<sluice_counter> counters = std::vector<sluice_counter>(SLUICE_COUNTER_SLOTS);
     std::array<uint64_t, SLUICE_STAT_COUNT> stats{};
-    __u64 drops_seen = 0;
-    uint32_t sample_mask = 3;
+    sluice_drop_sampler sampler{};
+    uint32_t sample_period = 4;
+    uint32_t random = 0;  // 0: every gap is the period
     uint64_t now = kT0;
     bool reserve_fails = false;
     size_t room = ~size_t{0};
@@ -45,8 +47,9 @@ struct FakeBackend {
 #define SLUICE_ACCOUNT_CTX sluice::test::FakeBackend
 #define SLUICE_COUNTER(ctx, index) (&(ctx)->counters.at(*(index)))
 #define SLUICE_STAT_ADD(ctx, stat) ((ctx)->stats.at(stat)++)
-#define SLUICE_DROP_COUNT(ctx) (&(ctx)->drops_seen)
-#define SLUICE_DROP_SAMPLE_MASK(ctx) ((ctx)->sample_mask)
+#define SLUICE_DROP_SAMPLER(ctx) (&(ctx)->sampler)
+#define SLUICE_DROP_SAMPLE_PERIOD(ctx) ((ctx)->sample_period)
+#define SLUICE_DROP_RANDOM(ctx) ((ctx)->random)
 #define SLUICE_EVENT_RESERVE(ctx) ((ctx)->reserve())
 #define SLUICE_EVENT_SUBMIT(ctx, event) ((ctx)->submit(event))
 #define SLUICE_EVENT_NOW(ctx) ((ctx)->read_clock())
@@ -96,7 +99,7 @@ TEST(Account, ASlotOutOfRangeIsClampedIntoTheCounters) {
 }
 
 TEST(Account, OneDropOfAKnownSourceInEveryPeriodIsSentWithItsWeight) {
-    FakeBackend b;  // mask 3: one in 4
+    FakeBackend b;  // period 4
     const sluice_source_key key = key_of(2, 9);
     for (int i = 0; i < 12; i++) sluice_account(&b, 2, drop(SLUICE_REASON_SOURCE), 64, &key);
     ASSERT_EQ(b.sent.size(), 3u);
@@ -115,7 +118,7 @@ TEST(Account, OneDropOfAKnownSourceInEveryPeriodIsSentWithItsWeight) {
 
 TEST(Account, AWouldDropIsCountedApartAndSampledWithItsVerdict) {
     FakeBackend b;
-    b.sample_mask = 0;
+    b.sample_period = 1;
     const sluice_source_key key = key_of(3, 7);
     sluice_decision would = drop(SLUICE_REASON_SOURCE);
     would.verdict = SLUICE_VERDICT_WOULD_DROP;
@@ -131,18 +134,18 @@ TEST(Account, AWouldDropIsCountedApartAndSampledWithItsVerdict) {
 
 TEST(Account, PassesAndDropsWithoutASourceAreNeverSampled) {
     FakeBackend b;
-    b.sample_mask = 0;  // every sampled drop would be sent
+    b.sample_period = 1;  // every drop would be sent
     const sluice_source_key key = key_of(1, 1);
     for (int i = 0; i < 5; i++) sluice_account(&b, 1, pass(), 64, &key);
     for (int i = 0; i < 5; i++) sluice_account(&b, 0, drop(SLUICE_REASON_MALFORMED), 64, nullptr);
     EXPECT_TRUE(b.sent.empty());
-    EXPECT_EQ(b.drops_seen, 0u) << "they do not advance the sampler either";
+    EXPECT_EQ(b.sampler.countdown, 0u) << "they do not advance the sampler either";
     EXPECT_EQ(b.clock_reads, 0u);
 }
 
 TEST(Account, EventsTheBackendCannotTakeAreCountedLost) {
     FakeBackend b;
-    b.sample_mask = 0;
+    b.sample_period = 1;
     const sluice_source_key key = key_of(1, 2);
     b.reserve_fails = true;
     sluice_account(&b, 1, drop(SLUICE_REASON_CLASS), 64, &key);
@@ -153,6 +156,52 @@ TEST(Account, EventsTheBackendCannotTakeAreCountedLost) {
     EXPECT_EQ(b.sent.size(), 1u);
     EXPECT_EQ(b.stats[SLUICE_STAT_DROP_EVENTS_SENT], 1u);
     EXPECT_EQ(b.stats[SLUICE_STAT_DROP_EVENTS_LOST], 2u);
+    EXPECT_EQ(b.sent[0].weight, 2u) << "the event sent carries the lost one's weight";
+    EXPECT_EQ(b.sampler.carried, 1u) << "the last lost event's weight waits for the next one sent";
+}
+
+TEST(Account, TheWeightsAddUpToTheDropsHoweverThePeriodMovesAndEventsAreLost) {
+    // Every sampled drop stands for the drops up to the next sampled one, so
+    // after any drop the weights sent and carried cover the drops so far and
+    // the rest of the current gap exactly. A period of 0 counts as 1, one
+    // above the maximum as the maximum.
+    FakeBackend b;
+    const sluice_source_key key = key_of(4, 4);
+    const uint32_t periods[] = {1, 2, 8, 64, 3, 0};
+    uint64_t drops = 0;
+    for (int round = 0; round <= 60; round++) {
+        b.sample_period = round < 60 ? periods[round % std::size(periods)] : SLUICE_DROP_SAMPLE_PERIOD_MAX + 1u;
+        b.reserve_fails = round % 5 == 4;
+        b.random = round < 60 ? static_cast<uint32_t>(round) * 2654435761u : 0;
+        for (int i = 0; i < 37 + round; i++) {
+            sluice_account(&b, 4, drop(SLUICE_REASON_SOURCE), 64, &key);
+            drops++;
+            uint64_t weights = b.sampler.carried;
+            for (const sluice_drop_event& e : b.sent) weights += e.weight;
+            ASSERT_EQ(weights - drops + 1, uint64_t{b.sampler.countdown}) << "round " << round << " drop " << i;
+        }
+    }
+    EXPECT_GT(b.sampler.countdown, SLUICE_DROP_SAMPLE_PERIOD_MAX - 97) << "sampled at the maximum in the last round";
+    EXPECT_GT(b.stats[SLUICE_STAT_DROP_EVENTS_LOST], 0u);
+}
+
+TEST(Account, SampleGapsSpreadAroundThePeriodSoRepeatingTrafficIsNotAliased) {
+    EXPECT_EQ(sluice_drop_sample_gap(0, 12345), 1u);
+    EXPECT_EQ(sluice_drop_sample_gap(1, 12345), 1u);
+    EXPECT_EQ(sluice_drop_sample_gap(64, 0), 64u);
+    // Every draw of the low bits once: gaps 32..95, each once, mean 63.5.
+    uint64_t sum = 0;
+    std::vector<int> seen(96);
+    for (uint32_t random = 0; random < 64; random++) {
+        const uint32_t gap = sluice_drop_sample_gap(64, random | 0xabcd0000u);
+        ASSERT_GE(gap, 32u);
+        ASSERT_LT(gap, 96u);
+        seen[gap]++;
+        sum += gap;
+    }
+    EXPECT_EQ(sum, 63u * 64 + 32);
+    for (uint32_t gap = 32; gap < 96; gap++) EXPECT_EQ(seen[gap], 1) << gap;
+    EXPECT_EQ(sluice_drop_sample_gap(~0u, 0), SLUICE_DROP_SAMPLE_PERIOD_MAX) << "above the maximum: the maximum";
 }
 
 TEST(Account, EveryTableEventCountsItsStats) {

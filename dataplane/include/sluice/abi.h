@@ -41,7 +41,7 @@
 
 /* Bumped on any change to a struct below: a daemon refuses pinned maps whose
  * ABI version differs instead of reinterpreting them. */
-#define SLUICE_ABI_VERSION 6
+#define SLUICE_ABI_VERSION 7
 
 /* ---- units and limits ------------------------------------------------------
  * Tokens are kept in nano-units: one packet (or one byte) is 10^9 nano-units,
@@ -565,9 +565,23 @@ struct sluice_meta {
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_meta) == 72, "sluice_meta layout");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_meta, hash_key) == 24, "sluice_meta.hash_key offset");
 
-/* Drops are sampled for events: one in this many unless a dataplane is told
- * otherwise (a power of two). */
+/* Drops are sampled for events: one in `period`, where the period is at least
+ * this unless a dataplane is told otherwise (a power of two), and user space
+ * raises it while the events of a drain interval would overrun the ring
+ * (control/lib/drop_sampling.h), up to the maximum. */
 #define SLUICE_DROP_SAMPLE_PERIOD_DEFAULT 64U
+#define SLUICE_DROP_SAMPLE_PERIOD_MAX (1U << 24)
+
+/* Where one CPU's (one worker's) drop sampling stands. Each sampled drop
+ * stands for itself and the period's drops after it, so the weights of the
+ * events add up to the drops however the period moves; a sampled drop whose
+ * event is lost passes its weight on to the next event sent. */
+struct sluice_drop_sampler {
+	__u64 carried;   /* weight of lost events, added to the next event sent */
+	__u32 countdown; /* drops until the next sampled one (0 or 1: this one) */
+	__u32 _pad;
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_drop_sampler) == 16, "sluice_drop_sampler layout");
 
 /* A sampled drop, sent on a ring buffer for hot-source detection. */
 struct sluice_drop_event {
@@ -577,7 +591,7 @@ struct sluice_drop_event {
 	__u8 reason;  /* enum sluice_reason */
 	__u8 verdict; /* DROP, or WOULD_DROP: a class in shadow passed it */
 	__u8 _pad[2];
-	__u64 weight; /* drops this sample stands for (the sampling period) */
+	__u64 weight; /* drops this event stands for: its period, plus lost events' */
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_drop_event) == 48, "sluice_drop_event layout");
 

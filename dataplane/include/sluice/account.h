@@ -2,8 +2,8 @@
 /*
  * What every dataplane does per packet around the decision, once: the
  * counter slot a decision is counted in, what the decision did to the
- * source table counted in the health stats, and one drop in N of a known
- * source sent as an event (hot sources). The backend (BPF maps, DPDK worker
+ * source table counted in the health stats, and about one drop in N of a
+ * known source sent as an event (hot sources). The backend (BPF maps, DPDK worker
  * state, a test's arrays) says where these live by defining, before it
  * includes this header:
  *
@@ -13,10 +13,12 @@
  *   SLUICE_COUNTER(ctx, index)       struct sluice_counter * of the counter
  *                                    slot at `index` (a __u32 *), or NULL
  *   SLUICE_STAT_ADD(ctx, stat)       add 1 to health stat `stat`
- *   SLUICE_DROP_COUNT(ctx)           __u64 * the drops seen, which drive the
- *                                    sampling, or NULL
- *   SLUICE_DROP_SAMPLE_MASK(ctx)     one drop in (mask + 1) is sent; mask is
- *                                    a power of two minus 1
+ *   SLUICE_DROP_SAMPLER(ctx)         struct sluice_drop_sampler * of this
+ *                                    CPU or worker, or NULL
+ *   SLUICE_DROP_SAMPLE_PERIOD(ctx)   the period from this sampled drop on
+ *                                    (asked only at sampled drops)
+ *   SLUICE_DROP_RANDOM(ctx)          a pseudo-random __u32 (asked only at
+ *                                    sampled drops)
  *   SLUICE_EVENT_RESERVE(ctx)        struct sluice_drop_event * to fill, or
  *                                    NULL (the event is lost)
  *   SLUICE_EVENT_SUBMIT(ctx, event)  send the filled event: nonzero if sent,
@@ -33,9 +35,9 @@
 #include "abi.h"
 #include "decide.h"
 
-#if !defined(SLUICE_ACCOUNT_CTX) || !defined(SLUICE_COUNTER) || !defined(SLUICE_STAT_ADD) ||            \
-	!defined(SLUICE_DROP_COUNT) || !defined(SLUICE_DROP_SAMPLE_MASK) || !defined(SLUICE_EVENT_RESERVE) || \
-	!defined(SLUICE_EVENT_SUBMIT) || !defined(SLUICE_EVENT_NOW)
+#if !defined(SLUICE_ACCOUNT_CTX) || !defined(SLUICE_COUNTER) || !defined(SLUICE_STAT_ADD) ||          \
+	!defined(SLUICE_DROP_SAMPLER) || !defined(SLUICE_DROP_SAMPLE_PERIOD) || !defined(SLUICE_DROP_RANDOM) || \
+	!defined(SLUICE_EVENT_RESERVE) || !defined(SLUICE_EVENT_SUBMIT) || !defined(SLUICE_EVENT_NOW)
 #error "define the SLUICE_ACCOUNT_CTX type and the hooks listed in sluice/account.h before including it"
 #endif
 
@@ -56,16 +58,34 @@ SLUICE_INLINE __u32 sluice_decision_counter(__u32 class_id, struct sluice_decisi
 				    d.reason < SLUICE_REASON_COUNT ? d.reason : 0);
 }
 
-/* Is this drop the one in (mask + 1) that is sent? Counts it either way. */
-SLUICE_INLINE int sluice_drop_sampled(__u64 *drops_seen, __u32 sample_mask)
+/* Is this drop a sampled one? The first is; then one every period. */
+SLUICE_INLINE int sluice_drop_sampled(struct sluice_drop_sampler *sampler)
 {
-	return drops_seen && ((*drops_seen)++ & sample_mask) == 0;
+	if (sampler->countdown > 1) {
+		sampler->countdown--;
+		return 0;
+	}
+	return 1;
+}
+
+/* The drops until the next sampled one, this one included: drawn from
+ * [period / 2, period * 3 / 2) for a power-of-two period (period 1: 1), so
+ * traffic that repeats with a power-of-two pattern (a replayed capture, a
+ * burst of 32) is not sampled at the same place of the pattern every time.
+ * `random` 0 gives the period itself. */
+SLUICE_INLINE __u32 sluice_drop_sample_gap(__u32 period, __u32 random)
+{
+	if (period <= 1)
+		return 1;
+	if (period > SLUICE_DROP_SAMPLE_PERIOD_MAX)
+		period = SLUICE_DROP_SAMPLE_PERIOD_MAX;
+	return (period >> 1) + ((random ^ (period >> 1)) & (period - 1));
 }
 
 /* Every byte of the event, padding too: it leaves for user space as it is. */
 SLUICE_INLINE void sluice_drop_event_fill(struct sluice_drop_event *event, __u64 now,
 					  const struct sluice_source_key *key, __u32 frame_len, __u8 verdict,
-					  __u8 reason, __u32 sample_mask)
+					  __u8 reason, __u64 weight)
 {
 	event->time_ns = now;
 	event->source = *key;
@@ -73,7 +93,7 @@ SLUICE_INLINE void sluice_drop_event_fill(struct sluice_drop_event *event, __u64
 	event->reason = reason;
 	event->verdict = verdict;
 	__builtin_memset(event->_pad, 0, sizeof(event->_pad));
-	event->weight = (__u64)sample_mask + 1; /* the drops this one stands for */
+	event->weight = weight;
 }
 
 /* Only drops take this path: BPF inlines it, as it must; elsewhere it stays
@@ -84,25 +104,35 @@ SLUICE_INLINE void sluice_drop_event_fill(struct sluice_drop_event *event, __u64
 #define SLUICE_DROP_PATH static __attribute__((noinline, unused))
 #endif
 
-/* A drop of a known source: sent as an event if it is the sampled one. */
+/* A drop of a known source: sent as an event if it is the sampled one,
+ * weighted by the drops it stands for (itself and the gap to the next sampled
+ * one), so the weights add up to the drops whatever the period does. */
 SLUICE_DROP_PATH void sluice_sample_drop(SLUICE_ACCOUNT_CTX *ctx, const struct sluice_source_key *key,
 					 __u32 frame_len, __u8 verdict, __u8 reason)
 {
+	struct sluice_drop_sampler *sampler = SLUICE_DROP_SAMPLER(ctx);
 	struct sluice_drop_event *event;
+	__u32 gap;
 
-	if (!sluice_drop_sampled(SLUICE_DROP_COUNT(ctx), SLUICE_DROP_SAMPLE_MASK(ctx)))
+	if (!sampler || !sluice_drop_sampled(sampler))
 		return;
+	gap = sluice_drop_sample_gap(SLUICE_DROP_SAMPLE_PERIOD(ctx), SLUICE_DROP_RANDOM(ctx));
+	sampler->countdown = gap;
 	event = SLUICE_EVENT_RESERVE(ctx);
 	if (!event) {
+		sampler->carried += gap;
 		SLUICE_STAT_ADD(ctx, SLUICE_STAT_DROP_EVENTS_LOST);
 		return;
 	}
 	sluice_drop_event_fill(event, SLUICE_EVENT_NOW(ctx), key, frame_len, verdict, reason,
-			       SLUICE_DROP_SAMPLE_MASK(ctx));
-	if (SLUICE_EVENT_SUBMIT(ctx, event))
+			       sampler->carried + gap);
+	if (SLUICE_EVENT_SUBMIT(ctx, event)) {
+		sampler->carried = 0;
 		SLUICE_STAT_ADD(ctx, SLUICE_STAT_DROP_EVENTS_SENT);
-	else
+	} else {
+		sampler->carried += gap;
 		SLUICE_STAT_ADD(ctx, SLUICE_STAT_DROP_EVENTS_LOST);
+	}
 }
 
 /* Counts a decision of a frame of `class_id` and samples it if it dropped a
