@@ -3,8 +3,7 @@
 # (default: build-sanitize): clang 14, ASan + UBSan (any report fails the
 # process), libFuzzer's coverage hooks and the harnesses in tests/fuzz/.
 # scripts/test.sh runs the unit, e2e, dpdk and fuzz suites from it, with
-# --configure-only: it builds just what those suites need
-# (scripts/suite-targets.py), alongside the main build's suites;
+# --configure-only: `meson test` then builds just what those suites need;
 # scripts/fuzz.sh runs the harnesses for as long as asked.
 #
 # -O0 with line tables: it compiles in a third of -O2's time, and the suites

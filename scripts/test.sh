@@ -20,26 +20,17 @@ end_phase() { phase_times+=("$1 $((SECONDS - phase_start)) s"); phase_start=$SEC
 
 bash scripts/build.sh
 end_phase "build"
-# The sanitizer build compiles what its suites need while the main suites
-# run, as SCHED_IDLE: they wait on sockets and packets for much of their time
-# and leave about half of two CPUs idle, which it takes without taking any
-# CPU a suite asks for. Whatever is left is built after them.
+# Configured only: `meson test` below builds what the sanitized suites need
+# (not the BPF and fleet-redis tests).
 SLUICE_SANITIZE_DIR=$sanitize_dir bash scripts/sanitize-build.sh --configure-only
-mapfile -t sanitize_targets < <(python3 scripts/suite-targets.py "$sanitize_dir" ${sanitized_suites//,/ })
-sanitize_log=$(mktemp /tmp/sluice-sanitize-build.XXXXXX)
-chrt --idle 0 ninja -C "$sanitize_dir" "${sanitize_targets[@]}" > "$sanitize_log" 2>&1 &
-sanitize_pid=$!
 
 # Results older than this run are not read (scripts/test-summary.py).
 stamp=$(mktemp /tmp/sluice-test-run.XXXXXX)
-trap 'kill "$sanitize_pid" 2>/dev/null; rm -f "$stamp" "$sanitize_log"' EXIT
+trap 'rm -f "$stamp"' EXIT
 rm -f "$build_dir"/meson-logs/testlog.* "$sanitize_dir"/meson-logs/testlog.*
 status=0
 meson test -C "$build_dir" --print-errorlogs || status=$?
-end_phase "suites (the sanitizer build alongside)"
-# A failed build shows its errors again when `meson test` below rebuilds.
-wait "$sanitize_pid" || echo "the sanitizer build failed alongside the suites: $(tail -n 5 "$sanitize_log")"
-end_phase "rest of the sanitizer build"
+end_phase "suites"
 suite_args=()
 for suite in ${sanitized_suites//,/ }; do suite_args+=(--suite "$suite"); done
 # Any ASan or UBSan report ends the process with an error: the test fails.
@@ -56,7 +47,7 @@ SLUICE_FUZZ_SECONDS=${SLUICE_FUZZ_SECONDS:-20} \
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
   meson test -C "$sanitize_dir" --print-errorlogs --timeout-multiplier 4 "${suite_args[@]}" || status=$?
-end_phase "sanitizer suites"
+end_phase "sanitizer build and suites"
 echo "time: $(IFS=,; echo "${phase_times[*]}" | sed 's/,/, /g')"
 python3 scripts/test-summary.py --since "$stamp" "$build_dir" "$sanitize_dir:$sanitized_suites" || status=$?
 exit "$status"

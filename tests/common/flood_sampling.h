@@ -2,8 +2,8 @@
 // Drop sampling under a flood at a dataplane's full rate, the same check for
 // XDP (tests/bpf/xdp_events_test.cpp) and sluice-dpdk
 // (tests/dpdk/dpdk_conformance_test.cpp): from period 1 the first 250 ms
-// interval overruns the event ring (the lost events' weight rides on the next
-// event sent); each drain raises the period until an interval's events fill
+// interval asks for more events than half the ring holds, or overruns it (the
+// lost events' weight rides on the next event sent); each drain raises the period until an interval's events fill
 // about a quarter of the ring; from then on nothing is lost and each source's
 // summed weights are its drops within the sampling error.
 #pragma once
@@ -51,10 +51,11 @@ void flood_sampling_stays_within_the_sampling_error(
         ASSERT_NO_FATAL_FAILURE(drain_into_sources());
     };
 
+    // At full rate period 1 asks for more than half the ring in one interval
+    // (and overruns it where the dataplane is fast enough: not always under ASan).
     ASSERT_NO_FATAL_FAILURE(one_interval());
-    EXPECT_GT(t.stat(SLUICE_STAT_DROP_EVENTS_LOST), 0u) << "period 1 at full rate overruns the ring";
     const uint32_t onset_period = period();
-    EXPECT_GT(onset_period, 1u);
+    EXPECT_GT(onset_period, 1u) << "period 1 at full rate asks for more than half the ring";
     // Settled once an interval loses nothing: no weight is carried then.
     int settling = 0;
     for (uint64_t lost = t.stat(SLUICE_STAT_DROP_EVENTS_LOST);; settling++) {
