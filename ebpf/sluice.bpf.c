@@ -187,8 +187,6 @@ _Static_assert(sizeof(struct sluice_decision) == 4 && __builtin_offsetof(struct 
 const volatile __u8 sluice_use_test_clock = 0;
 /* bpf_ktime_get_coarse_ns instead of bpf_ktime_get_ns (see sluice_now). */
 const volatile __u8 sluice_use_coarse_clock = 0;
-/* The least drop sampling period (sluice_sample_period can only raise it). */
-const volatile __u32 sluice_drop_sample_period_min = SLUICE_DROP_SAMPLE_PERIOD_DEFAULT;
 /* The source table has mask + 1 sets; the loader sets both. */
 const volatile __u32 sluice_set_mask = SLUICE_DEFAULT_SETS - 1;
 /* The keyed hash's key: drawn by the loader, or the pinned table's own. */
@@ -337,7 +335,7 @@ struct {
 } sluice_sampler SEC(".maps");
 
 /* The drop sampling period user space sets after each drain of the ring
- * buffer, which every CPU shares (0 until it does: the least period). */
+ * buffer, which every CPU shares; the loader writes the least one first. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -411,7 +409,8 @@ static __always_inline __u32 drop_sample_period(void)
 	__u32 zero = 0;
 	__u32 *period = bpf_map_lookup_elem(&sluice_sample_period, &zero);
 
-	return period && *period > sluice_drop_sample_period_min ? *period : sluice_drop_sample_period_min;
+	/* The loader writes the period before attaching; 0 only if it never did. */
+	return period && *period ? *period : SLUICE_DROP_SAMPLE_PERIOD_DEFAULT;
 }
 
 /* sluice/account.h's hooks: counters, stats and the drop sampler are maps,

@@ -237,6 +237,15 @@ Status parse_key(std::string_view path, std::string_view key, const toml::node& 
         config.source_capacity = static_cast<uint32_t>(number->get());
         return ok_status();
     }
+    if (key == "drop_sample_period") {
+        const auto* number = value.as_integer();
+        const int64_t period = number ? number->get() : 0;
+        if (period < 1 || period > SLUICE_DROP_SAMPLE_PERIOD_MAX || (period & (period - 1)) != 0)
+            return at(path, value, key,
+                      "expected a power of two in 1.." + std::to_string(SLUICE_DROP_SAMPLE_PERIOD_MAX));
+        config.drop_sample_period = static_cast<uint32_t>(period);
+        return ok_status();
+    }
     if (key == "interface") {
         const auto* list = value.as_array();
         if (list == nullptr) return at(path, value, key, "expected [[interface]] tables");
@@ -249,7 +258,7 @@ Status parse_key(std::string_view path, std::string_view key, const toml::node& 
     if (key == "request") return parse_request(path, value, config.request);
     return at(path, value, key,
               "unknown key (expected socket, socket_group, state_dir, bpffs_dir, policy_file, metrics_address, "
-              "log_level, detach_on_exit, source_capacity, [[interface]], [fleet] or [request])");
+              "log_level, detach_on_exit, source_capacity, drop_sample_period, [[interface]], [fleet] or [request])");
 }
 
 }  // namespace

@@ -64,6 +64,9 @@ struct DaemonConfig {
     LogLevel log_level = LogLevel::info;
     bool detach_on_exit = false;
     uint32_t source_capacity = SLUICE_SOURCE_CAPACITY_DEFAULT;  // source table entries (8 bytes each)
+    // One drop in this many becomes a hot-source event until a flood would
+    // overrun the ring, which raises it (a power of two; 1 samples every drop).
+    uint32_t drop_sample_period = SLUICE_DROP_SAMPLE_PERIOD_DEFAULT;
     std::vector<InterfaceConfig> interfaces;
     FleetConfig fleet;
     RequestConfig request;

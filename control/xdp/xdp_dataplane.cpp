@@ -84,7 +84,6 @@ Status XdpDataplane::load(const XdpOptions& options) {
     if (!skel_) return syscall_error(SyscallOp::load, "opening the BPF object", errno);
     skel_->rodata->sluice_use_test_clock = options.test_clock;
     skel_->rodata->sluice_use_coarse_clock = options.coarse_clock;
-    skel_->rodata->sluice_drop_sample_period_min = period;
     skel_->rodata->sluice_set_mask = source_sets_ - 1;
     if (const int err = bpf_map__set_max_entries(skel_->maps.sluice_sources, source_sets_))
         return syscall_error(SyscallOp::load, "sizing the source table", error_code(err));

@@ -22,6 +22,7 @@ namespace sluice {
 struct XdpHostOptions {
     std::string bpffs_dir;
     uint32_t source_capacity = SLUICE_SOURCE_CAPACITY_DEFAULT;
+    uint32_t drop_sample_period = SLUICE_DROP_SAMPLE_PERIOD_DEFAULT;  // the least; XdpOptions says more
 };
 
 class XdpHost : public InterfaceHost {

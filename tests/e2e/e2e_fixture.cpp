@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "e2e_fixture.h"
 
+#include <bpf/libbpf.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -420,6 +421,19 @@ std::optional<TrafficReport> SluiceWorld::parse_traffic(const ProcResult& r, con
         return std::nullopt;
     }
     return report;
+}
+
+double cpus() { return std::max(1.0, static_cast<double>(libbpf_num_possible_cpus())); }
+
+double upper_bound(double rate, double burst, double seconds) { return burst + rate * seconds + rate * 0.05; }
+
+double leased_upper_bound(double rate, double burst, double seconds) {
+    const double lease = std::max(1.0, std::floor(burst / (8 * cpus())));
+    return upper_bound(rate, burst, seconds) + cpus() * lease;
+}
+
+double lower_bound(double rate, double seconds, double held_at_start) {
+    return 0.95 * (held_at_start + rate * seconds);
 }
 
 }  // namespace sluice::test

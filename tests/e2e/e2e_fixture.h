@@ -217,4 +217,30 @@ std::string figure(double value);
 // (Prometheus text; label order does not matter), or NaN.
 double metric(const std::string& text, const std::string& name, const std::map<std::string, std::string>& labels);
 
+// ---- the bounds the core promises, on a run's counts ------------------------------------
+
+// The CPUs a lease can be outstanding on: possible CPUs, as the loader counts.
+double cpus();
+
+// The most one source may be admitted over a run of `seconds` that started
+// with its bucket full:
+//   burst + rate·T     the core's bound, exact across CPUs at the source level;
+//   + rate·0.05 s      T is the sender's first-to-last frame; frames still in
+//                      the veth queue are decided a little later.
+double upper_bound(double rate, double burst, double seconds);
+
+// The same for a bucket level in lease mode (a class aggregate, the global
+// ceiling): + N·L, each of the N CPUs may hold one lease of L = max(1,
+// burst / 8N) tokens taken from the shared bucket before the window (README,
+// "Two accuracy modes").
+double leased_upper_bound(double rate, double burst, double seconds);
+
+// The least a saturated source may be admitted: what its bucket held at the
+// start (the burst when it was full) + rate·T, less 5%: T is the sender's
+// first-to-last frame of the whole flow (a source of a spread flood sends over
+// up to 1/39 s less of it) and frames are decided up to 50 ms after they are
+// sent. A limiter refilling at 90% of its rate, or starting without its
+// burst, falls below it.
+double lower_bound(double rate, double seconds, double held_at_start);
+
 }  // namespace sluice::test

@@ -33,41 +33,12 @@ using namespace std::chrono_literals;
 // burst, short enough for the CI budget.
 constexpr double kSeconds = 2.5;
 
-// The CPUs a lease can be outstanding on: possible CPUs, as the loader counts.
-double cpus() { return std::max(1.0, static_cast<double>(libbpf_num_possible_cpus())); }
-
 // Seconds with millisecond precision, for figures.
 std::string secs(double seconds) {
     std::ostringstream out;
     out.precision(3);
     out << std::fixed << seconds;
     return out.str();
-}
-
-// The most one source may be admitted over a run of `seconds` that started
-// with its bucket full:
-//   burst + rate·T     the core's bound, exact across CPUs at the source level;
-//   + rate·0.05 s      T is the sender's first-to-last frame; frames still in
-//                      the veth queue are decided a little later.
-double upper_bound(double rate, double burst, double seconds) { return burst + rate * seconds + rate * 0.05; }
-
-// The same for a bucket level in lease mode (a class aggregate, the global
-// ceiling): + N·L, each of the N CPUs may hold one lease of L = max(1,
-// burst / 8N) tokens taken from the shared bucket before the window (README,
-// "Two accuracy modes").
-double leased_upper_bound(double rate, double burst, double seconds) {
-    const double lease = std::max(1.0, std::floor(burst / (8 * cpus())));
-    return upper_bound(rate, burst, seconds) + cpus() * lease;
-}
-
-// The least a saturated source may be admitted: what its bucket held at the
-// start (the burst when it was full) + rate·T, less 5%: T is the sender's
-// first-to-last frame of the whole flow (a source of a spread flood sends over
-// up to 1/39 s less of it) and frames are decided up to 50 ms after they are
-// sent. A limiter refilling at 90% of its rate, or starting without its
-// burst, falls below it.
-double lower_bound(double rate, double seconds, double held_at_start) {
-    return 0.95 * (held_at_start + rate * seconds);
 }
 
 // Every test's policy: packets, lease mode (the default).

@@ -8,7 +8,9 @@
 //   3. an attached interface is deleted, or its bpffs pins removed, behind
 //      the daemon's back;
 //   4. an interface runs before any policy exists (documented fail-open);
-//   5. control-socket clients that connect and never send, 1000 at once
+//   5. the drop-event ring buffer fills while sluiced is stopped, and the
+//      source table fills under a spoofed flood;
+//   6. control-socket clients that connect and never send, 1000 at once
 //      (also with the daemon out of file descriptors), and one that sends
 //      10 MB without a newline, while another client asks for `status`.
 // Whatever a test mounts, creates or pins is removed also when it fails.
@@ -533,7 +535,172 @@ TEST_F(Faults, InterfaceWithoutPolicyPassesEverythingUnderNoPolicy) {
     EXPECT_LT(no_policy_final - no_policy_after, kFrames) << "frames after the push still passed as no_policy";
 }
 
-// ---- 5. control-socket clients that misbehave --------------------------------------------
+// ---- 5. the drop-event ring and the source table full ------------------------------------
+
+// Sends SIGCONT to the daemon when it goes, so a test that stopped it and
+// failed does not leave teardown waiting on a stopped process.
+class DaemonStopped {
+  public:
+    explicit DaemonStopped(SluiceWorld& world) : world_(world) { world_.signal_daemon(SIGSTOP); }
+    ~DaemonStopped() { resume(); }
+    DaemonStopped(const DaemonStopped&) = delete;
+    DaemonStopped& operator=(const DaemonStopped&) = delete;
+    void resume() {
+        if (stopped_) world_.signal_daemon(SIGCONT);
+        stopped_ = false;
+    }
+
+  private:
+    SluiceWorld& world_;
+    bool stopped_ = true;
+};
+
+// One reason's drops of one class on sl0, from `stats --json` (0 when absent).
+uint64_t class_drops_by_reason(const json& stats, const std::string& class_name, const std::string& reason) {
+    for (const auto& c : SluiceWorld::interface_stats(stats, "sl0").value("classes", json::array()))
+        if (c.value("name", "") == class_name)
+            return c.value("drops_by_reason", json::object()).value(reason, uint64_t{0});
+    return 0;
+}
+
+// sluiced stopped (SIGSTOP: a hung daemon) while a source floods 40× over its
+// limit with every drop sampled (drop_sample_period = 1): nothing drains the
+// ring buffer, which overflows after about 18.7K events. The program counts
+// each event it could not send and decides exactly as before; the daemon,
+// running again, reports the loss in stats and /metrics.
+TEST_F(Faults, DropEventRingFullWhileTheDaemonStallsIsCountedAndDecisionsHold) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(start_world("drop_sample_period = 1\n"));
+    constexpr int kRate = 500;
+    ASSERT_TRUE(push_policy("v1.toml", policy_text(kRate)));
+    const auto before = stats();
+    ASSERT_TRUE(before);
+    const Flow greedy{"greedy", "10.2.0.1", 40.0 * kRate}, polite{"polite", "10.1.0.1", 0.5 * kRate};
+
+    DaemonStopped stalled(*this);
+    const auto r = traffic({greedy, polite}, 3.0);
+    stalled.resume();
+    ASSERT_TRUE(r);
+    ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*r));
+
+    // Decisions: the limit held exactly, the polite source lost nothing.
+    const FlowCount& g = r->flow("greedy");
+    const FlowCount& p = r->flow("polite");
+    EXPECT_LE(static_cast<double>(g.received), upper_bound(kRate, kRate, r->duration_s));
+    EXPECT_GE(static_cast<double>(g.received), lower_bound(kRate, r->duration_s, kRate));
+    EXPECT_EQ(p.received, p.sent) << "the polite source lost frames";
+
+    // Every drop was sampled: sent to the ring or counted lost, one each.
+    const uint64_t drops = g.sent - g.received;
+    uint64_t dropped = 0, sent = 0, lost = 0, lost_total = 0;
+    EXPECT_TRUE(wait_for(
+        [&] {
+            const auto now = stats();
+            if (!now) return false;
+            dropped = class_counter(*now, "default", "drop_packets") - class_counter(*before, "default", "drop_packets");
+            sent = stat_counter(*now, "drop_events_sent") - stat_counter(*before, "drop_events_sent");
+            lost_total = stat_counter(*now, "drop_events_lost");
+            lost = lost_total - stat_counter(*before, "drop_events_lost");
+            return dropped == drops && sent + lost == drops;
+        },
+        5s))
+        << "the class dropped " << dropped << " of the greedy source's " << drops << "; events sent " << sent
+        << " + lost " << lost;
+    EXPECT_GT(lost, 0u) << "the ring never filled: the test proves nothing";
+    figure_line("ring", "greedy sent " + std::to_string(g.sent) + " received " + std::to_string(g.received) +
+                            "; " + std::to_string(drops) + " drops: " + std::to_string(sent) + " events sent, " +
+                            std::to_string(lost) + " lost");
+
+    // /metrics reports the same loss once its snapshot catches up.
+    double scraped = 0;
+    EXPECT_TRUE(wait_for(
+        [&] {
+            const HttpResponse m = http_get(9464, "/metrics");
+            scraped = metric(m.body, "sluice_drop_events_total", {{"interface", "sl0"}, {"result", "lost"}});
+            return scraped == static_cast<double>(lost_total);
+        },
+        5s))
+        << "sluice_drop_events_total{result=\"lost\"} is " << scraped;
+    // The events that did arrive still name the flooder.
+    const auto top = ctl_json({"top", "-n", "1"});
+    ASSERT_TRUE(top);
+    const json sources = top->value("sources", json::array());
+    ASSERT_FALSE(sources.empty()) << top->dump();
+    EXPECT_EQ(sources[0].value("source", ""), "10.2.0.1") << top->dump();
+}
+
+// A table of 1024 entries (sluiced's least) against 2048 spoofed sources,
+// each over its per-source rate and so always in debt: the sets fill, and
+// new sources meet on_table_full = "closed". Sources the table held before
+// keep exactly their limit; each table-full decision is a drop counted under
+// reason table_full, in stats and in /metrics.
+TEST_F(Faults, SourceTableFullIsCountedAndKnownSourcesKeepTheirLimit) {
+    SLUICE_REQUIRE_BPF();
+    ASSERT_NO_FATAL_FAILURE(start_world("source_capacity = 1024\n"));
+    constexpr double kRate = 10, kBurst = 5;
+    ASSERT_TRUE(push_policy("full.toml", "[[class]]\nname = \"default\"\naction = \"pass\"\n"
+                                         "[[class]]\nname = \"edge\"\nmatch = [\"10.0.0.0/8\"]\n"
+                                         "per_source = { rate = " + figure(kRate) + ", burst = " + figure(kBurst) +
+                                             " }\non_table_full = \"closed\"\n"));
+    const auto before = stats();
+    ASSERT_TRUE(before);
+
+    // Eight known sources at 3× their rate, 4 s; the flood (19.5/s per
+    // source, twice the rate) joins after 1 s for 2.5 s.
+    const pid_t steady = start_traffic({{"known", "10.1.0.0/29", 8 * 3 * kRate}}, 4.0, "known");
+    std::this_thread::sleep_for(1000ms);
+    const auto f = traffic({{"flood", "10.2.0.0/21", 40'000}}, 2.5);
+    const auto k = finish_traffic(steady, 4.0, "known");
+    ASSERT_TRUE(f && k);
+    ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*f));
+    ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*k));
+
+    const FlowCount& known = k->flow("known");
+    ASSERT_EQ(known.sources.size(), 8u);
+    for (const auto& [address, count] : known.sources) {
+        EXPECT_LE(static_cast<double>(count.received), upper_bound(kRate, kBurst, k->duration_s)) << address;
+        EXPECT_GE(static_cast<double>(count.received), lower_bound(kRate, k->duration_s, kBurst))
+            << address << " lost its entry or more than its limit took";
+    }
+
+    const FlowCount& flood = f->flow("flood");
+    uint64_t decided = 0;
+    std::optional<json> after;
+    EXPECT_TRUE(wait_for(
+        [&] {
+            after = stats();
+            if (!after) return false;
+            decided = class_counter(*after, "edge", "pass_packets") + class_counter(*after, "edge", "drop_packets") -
+                      class_counter(*before, "edge", "pass_packets") - class_counter(*before, "edge", "drop_packets");
+            return decided == known.sent + flood.sent;
+        },
+        5s))
+        << "the class decided " << decided << " of " << known.sent + flood.sent << " frames";
+    ASSERT_TRUE(after);
+    const uint64_t table_full = class_drops_by_reason(*after, "edge", "table_full");
+    const uint64_t inserts = stat_counter(*after, "source_inserts") - stat_counter(*before, "source_inserts");
+    EXPECT_GT(table_full, flood.sent / 4) << "the table never filled: the test proves nothing";
+    EXPECT_EQ(stat_counter(*after, "source_table_full") - stat_counter(*before, "source_table_full"), table_full);
+    // Only sources with an entry pass: at most 1016 entries' rate over the
+    // flood, and each source's burst once per time it was inserted.
+    const double flood_bound = (1024 - 8) * kRate * (f->duration_s + 0.05) + static_cast<double>(inserts) * kBurst;
+    EXPECT_LE(static_cast<double>(flood.received), flood_bound) << "sources without an entry passed";
+    figure_line("table", "flood sent " + std::to_string(flood.sent) + " received " + std::to_string(flood.received) +
+                             " (bound " + figure(flood_bound) + "), " + std::to_string(table_full) +
+                             " table-full drops, " + std::to_string(inserts) + " inserts");
+
+    double scraped = 0;
+    EXPECT_TRUE(wait_for(
+        [&] {
+            const HttpResponse m = http_get(9464, "/metrics");
+            scraped = metric(m.body, "sluice_table_full_decisions_total", {{"interface", "sl0"}, {"decision", "closed"}});
+            return scraped == static_cast<double>(table_full);
+        },
+        5s))
+        << "sluice_table_full_decisions_total{decision=\"closed\"} is " << scraped << ", stats say " << table_full;
+}
+
+// ---- 6. control-socket clients that misbehave --------------------------------------------
 
 class SocketClients : public Faults {
   protected:

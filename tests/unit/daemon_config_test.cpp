@@ -53,6 +53,7 @@ metrics_address = "127.0.0.1:9999"
 log_level = "debug"
 detach_on_exit = true
 source_capacity = 4096
+drop_sample_period = 1
 [[interface]]
 name = "sl0"
 [[interface]]
@@ -69,6 +70,7 @@ mode = "generic"
     EXPECT_EQ(c.log_level, LogLevel::debug);
     EXPECT_TRUE(c.detach_on_exit);
     EXPECT_EQ(c.source_capacity, 4096u);
+    EXPECT_EQ(c.drop_sample_period, 1u);
     ASSERT_EQ(c.interfaces.size(), 2u);
     EXPECT_EQ(c.interfaces[0].mode, XdpMode::native);
     EXPECT_EQ(c.interfaces[1].name, "sl1");
@@ -138,6 +140,10 @@ INSTANTIATE_TEST_SUITE_P(
         Refusal{"log_level = \"loud\"", "c.toml:1:13: log_level: \"loud\" is not one of", "log_level"},
         Refusal{"detach_on_exit = 1", "c.toml:1:18: detach_on_exit: expected true or false", "detach_on_exit"},
         Refusal{"source_capacity = 10", "c.toml:1:19: source_capacity: expected an integer in", "source_capacity"},
+        Refusal{"drop_sample_period = 48", "c.toml:1:22: drop_sample_period: expected a power of two in 1..16777216",
+                "drop_sample_period"},
+        Refusal{"drop_sample_period = 0", "c.toml:1:22: drop_sample_period: expected a power of two",
+                "drop_sample_period"},
         Refusal{"[[interface]]\nmode = \"native\"", "c.toml:1:1: interface.name: missing", "interface.name"},
         Refusal{"[[interface]]\nname = \"a/b\"", "c.toml:2:8: interface.name: \"a/b\" is not", "interface.name"},
         Refusal{"[[interface]]\nname = \"sl0\"\n[[interface]]\nname = \"sl0\"",
