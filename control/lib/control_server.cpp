@@ -162,6 +162,7 @@ struct ControlServer::State {
         if (!idlest) return false;
         idlest->fd.reset();
         idlest->broken = true;
+        count(kNoVerbLabel, "evicted");
         return true;
     }
 

@@ -779,6 +779,17 @@ TEST_F(SocketClients, AThousandClientsWithTheDaemonOutOfFdsHoldUpNobody) {
     EXPECT_TRUE(push_policy("v2.toml", policy_text(500)));
     held.clear();
     EXPECT_TRUE(timed_status());
+    // Each connection closed to make room was counted.
+    double evicted = 0;
+    EXPECT_TRUE(wait_for(
+        [&] {
+            evicted = metric(http_get(9464, "/metrics").body, "sluice_control_requests_total",
+                             {{"verb", "<none>"}, {"result", "evicted"}});
+            return evicted >= 1;
+        },
+        5s))
+        << "no eviction counted in sluice_control_requests_total";
+    figure_line("evicted", figure(evicted) + " idle connections closed to make room");
     int code = 0;
     EXPECT_FALSE(exited(daemon_pid(), &code)) << "sluiced exited with " << code;
 }
