@@ -117,9 +117,16 @@ class SluiceDpdkProcess : public ::testing::Test {
             << "sluice-dpdk did not answer `status`: " << join_argv(argv);
     }
 
+    // Whether sluice-dpdk still runs; if not, it is reaped and its code kept.
+    bool running() {
+        if (pid_ > 0 && exited(pid_, &exit_code_)) pid_ = -1;
+        return pid_ > 0;
+    }
+    // Sends `sig` to sluice-dpdk, if it runs (a pid of -1 would be every process).
+    bool signal(int sig) { return running() && kill(pid_, sig) == 0; }
     // Sends `sig` and waits for the exit code (-1: it did not exit, and was killed).
     int stop(int sig = SIGTERM) {
-        kill(pid_, sig);
+        if (!signal(sig)) return -1;
         const int code = wait_exit(pid_, kEventTimeout);
         pid_ = -1;
         return code;
@@ -131,10 +138,8 @@ class SluiceDpdkProcess : public ::testing::Test {
         const auto deadline = std::chrono::steady_clock::now() + timeout;
         while (std::chrono::steady_clock::now() < deadline) {
             if (done()) return true;
-            int code = 0;
-            if (pid_ > 0 && exited(pid_, &code)) {
-                ADD_FAILURE() << "sluice-dpdk exited with " << code;
-                pid_ = -1;
+            if (!running()) {
+                ADD_FAILURE() << "sluice-dpdk exited with " << exit_code_;
                 return false;
             }
             std::this_thread::sleep_for(50ms);
@@ -177,6 +182,7 @@ class SluiceDpdkProcess : public ::testing::Test {
     std::string dir_;
     std::string file_prefix_;
     pid_t pid_ = -1;
+    int exit_code_ = -1;  // once it exited by itself
 };
 
 // ---- the command line, no EAL ---------------------------------------------------
@@ -297,7 +303,7 @@ TEST_F(SluiceDpdkProcess, SighupRereadsThePolicyOnlyWhenItChangedAndKeepsItWhenI
     write_file(policy_path(), std::string(kWiderPolicy));
     const json expected = ctl_json({"policy", "push", "--dry-run", policy_path()});
     ASSERT_TRUE(expected.contains("sha256")) << expected.dump();
-    kill(pid_, SIGHUP);
+    ASSERT_TRUE(signal(SIGHUP));
     ASSERT_TRUE(logged("msg=\"policy file applied\"")) << log();
     json policy = current_policy();
     EXPECT_EQ(policy["version"], 2);
@@ -307,17 +313,17 @@ TEST_F(SluiceDpdkProcess, SighupRereadsThePolicyOnlyWhenItChangedAndKeepsItWhenI
     EXPECT_NE(shown.out.find("rate = 7"), std::string::npos) << shown.out;
 
     // Unchanged, and then changed only in a comment: no new version.
-    kill(pid_, SIGHUP);
+    ASSERT_TRUE(signal(SIGHUP));
     ASSERT_TRUE(logged("msg=\"policy file unchanged\"")) << log();
     write_file(policy_path(), "# only a comment more\n" + std::string(kWiderPolicy));
-    kill(pid_, SIGHUP);
+    ASSERT_TRUE(signal(SIGHUP));
     ASSERT_TRUE(logged("msg=\"policy file unchanged\"", 2)) << log();
     EXPECT_EQ(current_policy()["version"], 2);
     EXPECT_EQ(ctl_json({"policy", "history"})["versions"].size(), 2u);
 
     // Invalid: an error naming the file, and version 2 keeps running.
     write_file(policy_path(), "[[class]]\nname = \"default\"\nper_source = { rate = 1.5, burst = 3 }\n");
-    kill(pid_, SIGHUP);
+    ASSERT_TRUE(signal(SIGHUP));
     ASSERT_TRUE(logged("msg=\"policy file refused; the running policy stays\"")) << log();
     const std::string line = line_of(log(), "msg=\"policy file refused; the running policy stays\"");
     EXPECT_NE(line.find("level=error"), std::string::npos) << line;
@@ -325,8 +331,7 @@ TEST_F(SluiceDpdkProcess, SighupRereadsThePolicyOnlyWhenItChangedAndKeepsItWhenI
     policy = current_policy();
     EXPECT_EQ(policy["version"], 2);
     EXPECT_EQ(policy["sha256"], expected["sha256"]);
-    int code = 0;
-    EXPECT_FALSE(exited(pid_, &code)) << "exited with " << code;
+    EXPECT_TRUE(running()) << "exited with " << exit_code_;
     EXPECT_EQ(stop(SIGTERM), 0);
 }
 
