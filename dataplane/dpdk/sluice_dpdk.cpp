@@ -102,7 +102,7 @@ int run_worker(void* arg) {
 // the daemon (which owns their dataplane) and the ports.
 class LaunchedWorkers {
   public:
-    explicit LaunchedWorkers(size_t count) : launches_(count) {}
+    LaunchedWorkers(size_t count, uint16_t tx_port) : launches_(count), tx_port_(tx_port) {}
     ~LaunchedWorkers() {
         stop_.store(true);
         for (const unsigned lcore : lcores_) {
@@ -110,6 +110,12 @@ class LaunchedWorkers {
                 sluice::log(LogLevel::error, "worker stopped on an error",
                             {{"lcore", std::to_string(lcore)}, {"code", std::to_string(code)}});
         }
+        if (lcores_.empty()) return;
+        // Says the dataplane is idle before the daemon frees it; only the
+        // workers send on --tx, so its count is what they forwarded.
+        rte_eth_stats stats{};
+        const std::string sent = rte_eth_stats_get(tx_port_, &stats) == 0 ? std::to_string(stats.opackets) : "unknown";
+        sluice::log(LogLevel::info, "workers stopped", {{"workers", std::to_string(lcores_.size())}, {"sent", sent}});
     }
     LaunchedWorkers(const LaunchedWorkers&) = delete;
     LaunchedWorkers& operator=(const LaunchedWorkers&) = delete;
@@ -127,6 +133,7 @@ class LaunchedWorkers {
     std::atomic<bool> stop_{false};
     std::vector<WorkerLaunch> launches_;  // sized up front: lcores hold pointers into it
     std::vector<unsigned> lcores_;
+    uint16_t tx_port_;
 };
 
 int fail(std::string_view message, const sluice::Error& error) {
@@ -207,7 +214,7 @@ int run(int argc, char** argv) {
     auto daemon = sluice::Daemon::start_fixed(options.daemon, std::move(fixed), workers);
     if (!daemon) return fail("cannot start", daemon.error());
 
-    LaunchedWorkers launched(workers);
+    LaunchedWorkers launched(workers, tx.value());
     for (uint16_t i = 0; i < workers; ++i) {
         dp->worker(i).set_ports({rx.value(), i}, {tx.value(), i});
         if (auto status = launched.launch(i, &dp->worker(i), lcores[i]); !status)

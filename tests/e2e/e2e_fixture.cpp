@@ -40,15 +40,6 @@ int64_t unix_now_ns() {
     return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-std::string binary_from_env(const char* name) {
-    const char* value = std::getenv(name);
-    if (value == nullptr || value[0] == '\0') {
-        ADD_FAILURE() << "$" << name << " is not set: run the suite through `meson test --suite e2e`, which sets it";
-        return "/nonexistent/" + std::string(name);
-    }
-    return value;
-}
-
 std::string figure(double value) {
     std::ostringstream out;
     out.precision(0);

@@ -207,9 +207,6 @@ class SluiceE2E : public ::testing::Test, public SluiceWorld {
     static void expect_no_receiver_drops(const TrafficReport& report);
 };
 
-// Environment variable `name` (set by meson), or a test failure.
-std::string binary_from_env(const char* name);
-
 // Whole-number figures for messages and RecordProperty.
 std::string figure(double value);
 
