@@ -111,6 +111,9 @@ Result<std::unique_ptr<Daemon>> Daemon::start(DaemonConfig config, std::unique_p
     if (auto status = daemon->serve_metrics(); !status) return status.error();
     if (auto status = daemon->adopt_interfaces(); !status) return status.error();
     daemon->bring_to_current_policy();
+    // Only now, after the policy file was read: it may give the adopted
+    // interfaces (sluice-dpdk's ports among them) their first policy.
+    for (const auto& [name, interface] : daemon->interfaces_) daemon->log_if_no_policy(name);
     if (auto status = daemon->attach_configured_interfaces(); !status) return status.error();
     if (auto status = daemon->start_request_service(); !status) return status.error();
     daemon->announce_ready();
@@ -196,7 +199,6 @@ Status Daemon::adopt_interfaces() {
         if (auto status = policy_->add_target(name, &interface->dataplane()); !status) return status;
         lease_for(name, interface->dataplane());
         interfaces_[name] = std::move(interface);
-        log_if_no_policy(name);
     }
     return ok_status();
 }

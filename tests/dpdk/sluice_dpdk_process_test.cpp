@@ -292,6 +292,8 @@ TEST_F(SluiceDpdkProcess, TheReadmePcapCommandLineForwardsExactlyWhatPassed) {
     EXPECT_EQ(out.size(), klass["pass_packets"].get<uint64_t>());
     EXPECT_EQ(bytes, klass["pass_bytes"].get<uint64_t>());
     EXPECT_NE(log().find("msg=\"workers stopped\" workers=1 sent=6"), std::string::npos) << log();
+    // --policy applied before the workers started: no frame ever passed without one.
+    EXPECT_EQ(log().find("no policy yet"), std::string::npos) << log();
 }
 
 TEST_F(SluiceDpdkProcess, SighupRereadsThePolicyOnlyWhenItChangedAndKeepsItWhenItIsBad) {
