@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/binary_from_env.h"
 #include "dpdk_fixture.h"
 #include "e2e/process.h"
 #include "pcap_file.h"

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/binary_from_env.h"
 #include "common/http_get.h"
 #include "common/netns.h"
 #include "process.h"

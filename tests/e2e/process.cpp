@@ -2,7 +2,6 @@
 #include "process.h"
 
 #include <fcntl.h>
-#include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -10,7 +9,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -145,15 +143,6 @@ std::string join_argv(const std::vector<std::string>& argv) {
         line += quote ? "'" + arg + "'" : arg;
     }
     return line;
-}
-
-std::string binary_from_env(const char* name) {
-    const char* value = std::getenv(name);
-    if (value == nullptr || value[0] == '\0') {
-        ADD_FAILURE() << "$" << name << " is not set: run the suite through `meson test`, which sets it";
-        return "/nonexistent/" + std::string(name);
-    }
-    return value;
 }
 
 }  // namespace sluice::test

@@ -52,8 +52,4 @@ void write_file(const std::string& path, const std::string& text);
 // The argv as one shell-like line, for messages.
 std::string join_argv(const std::vector<std::string>& argv);
 
-// Environment variable `name` (a binary's path, set by meson's test env), or
-// a test failure and a path that does not exist.
-std::string binary_from_env(const char* name);
-
 }  // namespace sluice::test
