@@ -43,7 +43,7 @@ struct Traffic {
     uint32_t sources;  // 1: one hot source; otherwise a power of two
 };
 
-struct Case {
+struct DecideCase {
     const Traffic* traffic;
     std::string program;  // "baseline", "probe", "split", "lease", or a window algorithm's name
     int fd;
@@ -121,7 +121,7 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
     std::vector<std::unique_ptr<BaselineProgram>> baselines;
     std::vector<std::unique_ptr<ProbeProgram>> probes;
     std::vector<std::unique_ptr<SpreadSluiceProgram>> spread;
-    std::vector<Case> cases;
+    std::vector<DecideCase> cases;
     for (const auto& t : traffic) {
         const uint32_t mask = t.sources - 1;
         const uint32_t capacity = std::max<uint32_t>(XdpOptions{}.source_capacity, t.sources * 2);

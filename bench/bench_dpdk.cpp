@@ -90,7 +90,7 @@ double thread_cpu_seconds() {
     return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-struct Sample {
+struct DpdkSample {
     uint64_t frames = 0;
     double wall_s = 0, cpu_s = 0;
     double mpps() const { return wall_s > 0 ? static_cast<double>(frames) / wall_s / 1e6 : 0; }
@@ -99,12 +99,12 @@ struct Sample {
 };
 
 // Calls poll (one burst; returns the frames it received) for `seconds`.
-Sample measure(double seconds, const std::function<uint16_t()>& poll) {
+DpdkSample measure(double seconds, const std::function<uint16_t()>& poll) {
     const uint64_t hz = rte_get_tsc_hz();
     const uint64_t start = rte_get_tsc_cycles();
     const uint64_t end = start + static_cast<uint64_t>(seconds * static_cast<double>(hz));
     const double cpu_start = thread_cpu_seconds();
-    Sample sample;
+    DpdkSample sample;
     uint64_t now = start;
     while (now < end && !g_interrupted.load(std::memory_order_relaxed)) {
         for (int i = 0; i < 64; ++i) sample.frames += poll();
@@ -140,11 +140,11 @@ Result<std::pair<uint64_t, uint64_t>> verdict_totals(DpdkDataplane& dataplane) {
     return std::pair{passed, dropped};
 }
 
-struct Case {
+struct DpdkCase {
     std::string name;
     uint64_t sources = 1;
     DpdkDataplane* dataplane = nullptr;  // null: pass-through
-    Sample best;
+    DpdkSample best;
     uint64_t frames = 0;  // over every round
 };
 
@@ -189,7 +189,7 @@ Status run_dpdk(const CommonOptions& /*run*/, const DpdkBenchOptions& options, J
     auto policy = single_class_policy(100'000'000'000, 4'000'000'000, Accuracy::split, 1);
     if (!policy) return policy.error();
     std::vector<std::unique_ptr<DpdkDataplane>> dataplanes;
-    std::vector<Case> cases{{"pass-through", 1, nullptr, {}, 0}};
+    std::vector<DpdkCase> cases{{"pass-through", 1, nullptr, {}, 0}};
     for (const uint64_t n : {uint64_t{1}, sources}) {
         DpdkOptions dp_options;
         dp_options.workers = 1;
@@ -209,7 +209,7 @@ Status run_dpdk(const CommonOptions& /*run*/, const DpdkBenchOptions& options, J
         if (sent < received) rte_pktmbuf_free_bulk(frames.data() + sent, received - sent);
         return received;
     };
-    auto poll_of = [&](const Case& c) -> std::function<uint16_t()> {
+    auto poll_of = [&](const DpdkCase& c) -> std::function<uint16_t()> {
         if (c.dataplane == nullptr) return pass_through;
         Worker* worker = &c.dataplane->worker(0);
         return [worker]() { return worker->poll_once(); };
@@ -228,14 +228,14 @@ Status run_dpdk(const CommonOptions& /*run*/, const DpdkBenchOptions& options, J
     for (uint64_t round = 0; round < rounds; ++round) {
         for (auto& c : cases) {
             generator.mask = static_cast<uint32_t>(c.sources - 1);
-            const Sample sample = measure(seconds, poll_of(c));
+            const DpdkSample sample = measure(seconds, poll_of(c));
             if (auto status = check_interrupted(); !status) return status;
             c.frames += sample.frames;
             if (sample.mpps_per_cpu_s() > c.best.mpps_per_cpu_s()) c.best = sample;
         }
     }
 
-    const Sample& base = cases[0].best;
+    const DpdkSample& base = cases[0].best;
     Table table{"dpdk: frames per second on one lcore (CPU " + std::to_string(cpu) + "), net_null0 -> net_null1, " +
                     std::to_string(size) + " B frames, bursts of " + std::to_string(kBurst) + ", best of " +
                     std::to_string(rounds) + " rounds of " + fixed(seconds, 2) + " s",
@@ -244,7 +244,7 @@ Status run_dpdk(const CommonOptions& /*run*/, const DpdkBenchOptions& options, J
                 {}};
     Json results = Json::array();
     for (size_t i = 0; i < cases.size(); ++i) {
-        const Case& c = cases[i];
+        const DpdkCase& c = cases[i];
         const double ratio = base.mpps_per_cpu_s() > 0 ? c.best.mpps_per_cpu_s() / base.mpps_per_cpu_s() : 0;
         const double added_ns = c.best.ns_per_frame() - base.ns_per_frame();
         Json row = {{"loop", c.name},

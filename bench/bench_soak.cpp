@@ -43,7 +43,7 @@ std::string policy_text(uint64_t rate, uint64_t burst) {
 }
 
 // What the soak samples of sluiced at one moment.
-struct Sample {
+struct SoakSample {
     double at_s = 0;
     uint64_t rss_kib = 0;
     uint64_t fds = 0;
@@ -151,8 +151,8 @@ class Soak {
         const auto begin = begin_;
         const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - begin).count(); };
         constexpr double kWarmUp = 10;
-        std::optional<Sample> first;
-        Sample last;
+        std::optional<SoakSample> first;
+        SoakSample last;
         uint64_t tick = 0;
         Status status = ok_status();
         while (elapsed() < seconds) {
@@ -182,7 +182,7 @@ class Soak {
                 }
             }
             if (!metrics) continue;
-            const Sample now{elapsed(), rss_kib(pid_), entries("/proc/" + std::to_string(pid_) + "/fd", false),
+            const SoakSample now{elapsed(), rss_kib(pid_), entries("/proc/" + std::to_string(pid_) + "/fd", false),
                              entries(bpffs_dir_, true), decisions_in(*metrics)};
             if (!first && now.at_s >= kWarmUp) first = now;
             last = now;
@@ -250,7 +250,7 @@ class Soak {
         pid_ = -1;
     }
 
-    void report_figures(const Sample& first, const Sample& last, uint64_t sent, Json& report) {
+    void report_figures(const SoakSample& first, const SoakSample& last, uint64_t sent, Json& report) {
         const uint64_t pins_after_exit = entries(bpffs_dir_, true);
         Table table{"soak: sluiced over " + fixed(last.at_s, 0) + " s (start after a 10 s warm-up)",
                     {"", "at s", "RSS KiB", "fds", "pins", "decisions"},
@@ -274,7 +274,7 @@ class Soak {
         std::printf("flood frames sent %llu; peak RSS %llu KiB; sluiced exit %d; pins left after exit %llu\n",
                     static_cast<unsigned long long>(sent), static_cast<unsigned long long>(peak_rss_kib_), exit_code_,
                     static_cast<unsigned long long>(pins_after_exit));
-        const auto sample_json = [](const Sample& s) {
+        const auto sample_json = [](const SoakSample& s) {
             return Json{
                 {"at_s", s.at_s}, {"rss_kib", s.rss_kib}, {"fds", s.fds}, {"pins", s.pins}, {"decisions", s.decisions}};
         };

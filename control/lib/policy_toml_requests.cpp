@@ -17,10 +17,10 @@ namespace {
 constexpr uint32_t kMaxRequestClasses = SLUICE_MAX_CLASSES - 1;
 
 constexpr std::string_view kDomainKeys[] = {"name", "headers", "signed", "anonymous", "cost_header"};
-constexpr std::string_view kClassKeys[] = {"name", "domain",   "descriptor", "match", "limit",
+constexpr std::string_view kRequestClassKeys[] = {"name", "domain",   "descriptor", "match", "limit",
                                            "cost", "max_cost", "shadow",     "fleet"};
 constexpr std::string_view kLimitKeys[] = {"algorithm", "rate", "burst", "limit", "window"};
-constexpr std::string_view kFleetKeys[] = {"rate", "burst", "on_unavailable", "fallback_rate"};
+constexpr std::string_view kRequestFleetKeys[] = {"rate", "burst", "on_unavailable", "fallback_rate"};
 
 const std::string kDomainRule =
     "use 1-" + std::to_string(kMaxRequestDomainLength) + " characters of printable ASCII without spaces or quotes";
@@ -317,7 +317,7 @@ Status RequestReader::read_costs(const Fields& cls, const Fields& limit, Request
 
 Result<RequestFleet> RequestReader::read_request_fleet(const Fields& fleet, const RequestClass& cls) const {
     if (!fleet_leasing_) return fleet.here("this daemon has no [fleet] servers in its config to lease the quota from");
-    if (auto keys = fleet.only(kFleetKeys); !keys) return keys.error();
+    if (auto keys = fleet.only(kRequestFleetKeys); !keys) return keys.error();
     for (const RequestKey& key : cls.keys)
         if (!key.value)
             return fleet.here(
@@ -350,7 +350,7 @@ Result<ParsedRequest> RequestReader::read_class(const toml::table& table, size_t
                                   ? "request_class " + quoted(name_node->as_string()->get())
                                   : "request_class #" + std::to_string(number);
     const Fields cls(path_, table, label);
-    if (auto keys = cls.only(kClassKeys); !keys) return keys.error();
+    if (auto keys = cls.only(kRequestClassKeys); !keys) return keys.error();
     if (!name_node) return cls.here("name is required");
     auto name = cls.string("name");
     if (!name) return name.error();

@@ -24,7 +24,7 @@
 #include "common/privilege.h"
 #include "e2e_fixture.h"
 
-namespace sluice::test {
+namespace sluice::test::e2e_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -782,4 +782,4 @@ TEST_F(E2E, DaemonSurveyEmptiesSourcesIdleForHoursAndKeepsYoungerOnes) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::e2e_test

@@ -27,7 +27,7 @@
 #include "common/privilege.h"
 #include "e2e_fixture.h"
 
-namespace sluice::test {
+namespace sluice::test::metrics_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -717,4 +717,4 @@ TEST_F(Metrics, FloodingSourceTopsSluicectlTop) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::metrics_test

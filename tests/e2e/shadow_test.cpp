@@ -15,7 +15,7 @@
 #include "common/privilege.h"
 #include "e2e_fixture.h"
 
-namespace sluice::test {
+namespace sluice::test::shadow_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -111,4 +111,4 @@ TEST_F(Shadow, AShadowClassDropsNothingAndWouldDropWhatEnforcingDrops) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::shadow_test

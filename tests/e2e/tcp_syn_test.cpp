@@ -24,7 +24,7 @@
 #include "e2e_fixture.h"
 #include "unique_fd.h"
 
-namespace sluice::test {
+namespace sluice::test::tcp_syn_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -294,4 +294,4 @@ TEST_F(TcpSyn, AFixedWindowPerSourceAdmitsEachSourceItsLimitPerWindow) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::tcp_syn_test

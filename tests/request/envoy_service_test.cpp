@@ -22,7 +22,7 @@
 #include "request_limiter.h"
 #include "sluice/abi.h"
 
-namespace sluice::request {
+namespace sluice::request::envoy_service_test {
 namespace {
 
 namespace rls = envoy::service::ratelimit::v3;
@@ -373,4 +373,4 @@ TEST(EnvoyQuery, FromRequest) {
 }
 
 }  // namespace
-}  // namespace sluice::request
+}  // namespace sluice::request::envoy_service_test

@@ -16,7 +16,7 @@
 #include "request_gate.h"
 #include "request_limiter.h"
 
-namespace sluice::request {
+namespace sluice::request::http_service_test {
 namespace {
 
 constexpr uint64_t kSecond = 1'000'000'000;
@@ -221,4 +221,4 @@ TEST(HttpServiceOptionsTest, BadOptionsAreRefusedNamingThem) {
 }
 
 }  // namespace
-}  // namespace sluice::request
+}  // namespace sluice::request::http_service_test

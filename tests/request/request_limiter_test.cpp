@@ -10,7 +10,7 @@
 #include "request_limiter.h"
 #include "sluice/fleet.h"
 
-namespace sluice::request {
+namespace sluice::request::request_limiter_test {
 namespace {
 
 constexpr uint64_t kMs = 1'000'000, kSecond = 1'000'000'000;
@@ -291,4 +291,4 @@ TEST_F(RequestLimiterTest, TheGateRanksTheCountersRefusedMost) {
 }
 
 }  // namespace
-}  // namespace sluice::request
+}  // namespace sluice::request::request_limiter_test

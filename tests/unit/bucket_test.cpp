@@ -6,7 +6,7 @@
 
 #include "core_support.h"
 
-namespace sluice::test {
+namespace sluice::test::bucket_test {
 namespace {
 
 struct Scenario {
@@ -221,4 +221,4 @@ TEST(Bucket, ZeroClockStillCreatesOneBucketNotAFreshOneEachTime) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::bucket_test

@@ -6,7 +6,7 @@
 #include "compiled_policy.h"
 #include "core_support.h"
 
-namespace sluice::test {
+namespace sluice::test::compiled_policy_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -672,4 +672,4 @@ TEST(ParsePrefix, RefusesWhatIsNotAPrefix) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::compiled_policy_test

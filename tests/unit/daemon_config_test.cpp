@@ -9,7 +9,7 @@
 #include "daemon_config.h"
 #include "logger.h"
 
-namespace sluice {
+namespace sluice::daemon_config_test {
 namespace {
 
 TEST(DaemonConfig, EmptyFileGivesTheDocumentedDefaults) {
@@ -255,4 +255,4 @@ TEST(LogLevels, RoundTripByName) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::daemon_config_test

@@ -23,7 +23,7 @@
 #include "daemon.h"
 #include "policy_texts.h"
 
-namespace sluice {
+namespace sluice::daemon_fixed_test {
 namespace {
 
 using json = nlohmann::json;
@@ -392,4 +392,4 @@ TEST_F(DaemonFixedTest, PortsGivenTwiceOrWithoutADataplaneAreRefused) {
 }
 
 }  // namespace
-}  // namespace sluice
+}  // namespace sluice::daemon_fixed_test

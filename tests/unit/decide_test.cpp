@@ -11,7 +11,7 @@
 #include "core_support.h"
 #include "labels.h"
 
-namespace sluice::test {
+namespace sluice::test::decide_test {
 namespace {
 
 // The bucket levels, by their place in Levels.
@@ -317,4 +317,4 @@ TEST(Abi, EveryVerdictAndReasonHasADistinctName) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::decide_test

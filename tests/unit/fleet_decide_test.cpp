@@ -19,7 +19,7 @@ int sluice_test_fleet_level(const sluice_fleet_ref* ref, unsigned frame_len, uns
 
 #include "core_support.h"
 
-namespace sluice::test {
+namespace sluice::test::fleet_decide_test {
 namespace {
 
 // Run once, right after the next fleet take that succeeds.
@@ -28,10 +28,10 @@ std::function<void()> after_fleet_take;
 uint64_t fleet_refunds = 0;
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::fleet_decide_test
 
 int sluice_test_fleet_level(const sluice_fleet_ref* ref, unsigned frame_len, unsigned char tcp_syn, int refund) {
-    using namespace sluice::test;
+    using namespace sluice::test::fleet_decide_test;
     const int admitted = sluice_fleet_level(ref->credit, ref->unit, frame_len, tcp_syn, refund);
     if (refund && ref->credit) fleet_refunds++;
     if (!refund && admitted && ref->credit && after_fleet_take) {
@@ -42,7 +42,7 @@ int sluice_test_fleet_level(const sluice_fleet_ref* ref, unsigned frame_len, uns
     return admitted;
 }
 
-namespace sluice::test {
+namespace sluice::test::fleet_decide_test {
 namespace {
 
 enum Bucket { kAggregate, kGlobal, kBuckets };
@@ -240,4 +240,4 @@ TEST(FleetDecide, RacingTakesNeverAdmitMoreThanWasGranted) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::fleet_decide_test

@@ -19,7 +19,7 @@
 #include "common/packet_builder.h"
 #include "labels.h"
 
-namespace sluice::test {
+namespace sluice::test::parse_test {
 namespace {
 
 using Addr = std::array<uint8_t, 16>;
@@ -502,4 +502,4 @@ TEST(Builder, Ipv4HeaderIsValid) {
     EXPECT_EQ((f[38 + 4] << 8 | f[38 + 5]), 18);               // UDP length
 }
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::parse_test

@@ -15,7 +15,7 @@
 #include "policy_service.h"
 #include "policy_texts.h"
 
-namespace sluice::test {
+namespace sluice::test::policy_service_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -516,4 +516,4 @@ TEST_F(PolicyServiceTest, ConcurrentPushesAreSerialised) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::policy_service_test

@@ -13,7 +13,7 @@
 #include "rate_limits.h"
 #include "version_store.h"
 
-namespace sluice::test {
+namespace sluice::test::policy_toml_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -1276,4 +1276,4 @@ TEST(PolicyToml, GarbageNeverThrows) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::policy_toml_test

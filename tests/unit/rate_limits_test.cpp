@@ -9,7 +9,7 @@
 #include "core_support.h"
 #include "sluice/window.h"
 
-namespace sluice::test {
+namespace sluice::test::rate_limits_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -357,4 +357,4 @@ TEST(SourceWindow, FitsExactlyWhereAnEntryHoldsTheCounts) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::rate_limits_test

@@ -15,7 +15,7 @@
 #include "policy_toml.h"
 #include "version_store.h"
 
-namespace sluice::test {
+namespace sluice::test::request_policy_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -600,4 +600,4 @@ TEST_F(RequestVersionTest, HistoryDiffAndRollbackCarryTheRequestTables) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::request_policy_test

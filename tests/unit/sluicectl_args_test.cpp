@@ -15,7 +15,7 @@
 
 #include "cli_args.h"
 
-namespace sluice::cli {
+namespace sluice::cli::sluicectl_args_test {
 namespace {
 
 using json = nlohmann::json;
@@ -335,4 +335,4 @@ TEST(SluicectlArgs, ReadmeListsTheCommandsAsHelpDoes) {
 }
 
 }  // namespace
-}  // namespace sluice::cli
+}  // namespace sluice::cli::sluicectl_args_test

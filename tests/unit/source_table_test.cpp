@@ -17,7 +17,7 @@
 
 #include "core_support.h"
 
-namespace sluice::test {
+namespace sluice::test::source_table_test {
 namespace {
 
 __extension__ typedef unsigned __int128 uint128;
@@ -475,4 +475,4 @@ TEST(SourceTableThreads, TwoSourcesSharingASetEachGetExactlyTheirBound) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::source_table_test

@@ -11,7 +11,7 @@
 
 #include "window_models.h"
 
-namespace sluice::test {
+namespace sluice::test::source_window_test {
 namespace {
 
 sluice_source_limit source_window(uint8_t algorithm, uint64_t limit, uint64_t window_ns) {
@@ -122,4 +122,4 @@ TEST(SourceWindowThreads, OneSourceFromEveryThreadIsAdmittedItsLimitPerWindow) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::source_window_test

@@ -14,7 +14,7 @@
 #include "policy_texts.h"
 #include "version_store.h"
 
-namespace sluice::test {
+namespace sluice::test::version_store_test {
 namespace {
 
 using ::testing::AllOf;
@@ -619,4 +619,4 @@ TEST_F(VersionStoreTest, ABadJsonMetaFailsOpenNamingTheFileAndTheField) {
 }
 
 }  // namespace
-}  // namespace sluice::test
+}  // namespace sluice::test::version_store_test
