@@ -183,7 +183,7 @@ class Soak {
             }
             if (!metrics) continue;
             const SoakSample now{elapsed(), rss_kib(pid_), entries("/proc/" + std::to_string(pid_) + "/fd", false),
-                             entries(bpffs_dir_, true), decisions_in(*metrics)};
+                                 entries(bpffs_dir_, true), decisions_in(*metrics)};
             if (!first && now.at_s >= kWarmUp) first = now;
             last = now;
             peak_rss_kib_ = std::max(peak_rss_kib_, now.rss_kib);

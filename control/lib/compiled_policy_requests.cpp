@@ -35,32 +35,34 @@ Status valid_request_limit(const RequestLimit& limit, const std::string& name) {
             return request_policy_error(name + ": a gcra limit has a window limit set");
         if (limit.rate_per_s < 1 || limit.rate_per_s > SLUICE_RATE_MAX)
             return request_policy_error(name + ": rate " + std::to_string(limit.rate_per_s) + " is outside 1.." +
-                                std::to_string(SLUICE_RATE_MAX));
+                                        std::to_string(SLUICE_RATE_MAX));
         if (limit.burst < 1 || limit.burst > SLUICE_BURST_MAX)
             return request_policy_error(name + ": burst " + std::to_string(limit.burst) + " is outside 1.." +
-                                std::to_string(SLUICE_BURST_MAX));
+                                        std::to_string(SLUICE_BURST_MAX));
         if (!valid_request_gcra(limit.gcra))
-            return request_policy_error(name + ": its gcra limit is not in packets, or its burst is outside 1 request.." +
-                                std::to_string(SLUICE_DEBT_MAX_NS / SLUICE_NANO) + " s of its rate");
+            return request_policy_error(name +
+                                        ": its gcra limit is not in packets, or its burst is outside 1 request.." +
+                                        std::to_string(SLUICE_DEBT_MAX_NS / SLUICE_NANO) + " s of its rate");
         return ok_status();
     }
     if (std::memcmp(&limit.gcra, &kNoGcra, sizeof(kNoGcra)) != 0 || limit.rate_per_s != 0 || limit.burst != 0)
-        return request_policy_error(name + ": a " + algorithm_name(limit.algorithm) + " limit has a gcra rate or burst set");
+        return request_policy_error(name + ": a " + algorithm_name(limit.algorithm) +
+                                    " limit has a gcra rate or burst set");
     const sluice_window_limit& w = limit.window;
     if (w.algorithm != limit.algorithm)
-        return request_policy_error(name + ": its window's algorithm " + algorithm_name(w.algorithm) + " is not its own " +
-                            algorithm_name(limit.algorithm));
+        return request_policy_error(name + ": its window's algorithm " + algorithm_name(w.algorithm) +
+                                    " is not its own " + algorithm_name(limit.algorithm));
     if (w.window_ns < SLUICE_WINDOW_MIN_NS || w.window_ns > SLUICE_WINDOW_MAX_NS)
         return request_policy_error(name + ": window " + std::to_string(w.window_ns) + " ns is outside " +
-                            std::to_string(SLUICE_WINDOW_MIN_NS) + ".." + std::to_string(SLUICE_WINDOW_MAX_NS));
+                                    std::to_string(SLUICE_WINDOW_MIN_NS) + ".." + std::to_string(SLUICE_WINDOW_MAX_NS));
     if (w.limit < 1 || w.limit > kWindowLimitMax)
         return request_policy_error(name + ": limit " + std::to_string(w.limit) + " is outside 1.." +
-                            std::to_string(kWindowLimitMax));
+                                    std::to_string(kWindowLimitMax));
     if (w.index_bits != 64 || w.count_bits != 64)
         return request_policy_error(name + ": window state must be kept in full (index_bits = count_bits = 64)");
     if (w.algorithm == SLUICE_ALGORITHM_SLIDING_LOG && w.limit > SLUICE_LOG_MAX)
         return request_policy_error(name + ": sliding_log limit " + std::to_string(w.limit) + " exceeds the log's " +
-                            std::to_string(SLUICE_LOG_MAX) + " entries");
+                                    std::to_string(SLUICE_LOG_MAX) + " entries");
     return ok_status();
 }
 
@@ -69,24 +71,24 @@ Status valid_request_fleet(const RequestClass& cls, const std::string& name) {
     for (const RequestKey& key : cls.keys)
         if (!key.value)
             return request_policy_error(name + ": a fleet quota, but key " + key.key +
-                                " has no fixed value (the quota is one bucket for the whole class)");
+                                        " has no fixed value (the quota is one bucket for the whole class)");
     if (f.rate_per_s < 1 || f.rate_per_s > SLUICE_RATE_MAX)
         return request_policy_error(name + ": fleet rate " + std::to_string(f.rate_per_s) + " is outside 1.." +
-                            std::to_string(SLUICE_RATE_MAX));
+                                    std::to_string(SLUICE_RATE_MAX));
     if (f.burst < 1 || f.burst > SLUICE_BURST_MAX)
         return request_policy_error(name + ": fleet burst " + std::to_string(f.burst) + " is outside 1.." +
-                            std::to_string(SLUICE_BURST_MAX));
+                                    std::to_string(SLUICE_BURST_MAX));
     if (f.burst < cls.max_cost)
         return request_policy_error(name + ": fleet burst " + std::to_string(f.burst) + " is below max_cost " +
-                            std::to_string(cls.max_cost));
+                                    std::to_string(cls.max_cost));
     if (f.fail_open && (f.fallback_rate_per_s < 1 || f.fallback_rate_per_s > f.rate_per_s))
         return request_policy_error(name + ": fleet fallback rate " + std::to_string(f.fallback_rate_per_s) +
-                            " is outside 1.." + std::to_string(f.rate_per_s) + " (the fleet's rate)");
+                                    " is outside 1.." + std::to_string(f.rate_per_s) + " (the fleet's rate)");
     if (!f.fail_open && f.fallback_rate_per_s != 0)
         return request_policy_error(name + ": a fleet fallback rate, but it fails closed");
     if (f.definition_hash != fleet_definition_hash(f.rate_per_s, f.burst, SLUICE_UNIT_PACKETS))
         return request_policy_error(name + ": fleet definition_hash " + f.definition_hash + " is not that of " +
-                            fleet_definition(f.rate_per_s, f.burst, SLUICE_UNIT_PACKETS));
+                                    fleet_definition(f.rate_per_s, f.burst, SLUICE_UNIT_PACKETS));
     return ok_status();
 }
 
@@ -95,21 +97,24 @@ Status valid_request_class(const RequestClass& cls, const std::string& name) {
     if (!valid_request_domain(cls.domain)) return request_policy_error(name + ": domain is not a valid domain name");
     if (cls.keys.size() > kMaxRequestKeys)
         return request_policy_error(name + ": " + std::to_string(cls.keys.size()) + " descriptor keys, more than " +
-                            std::to_string(kMaxRequestKeys));
+                                    std::to_string(kMaxRequestKeys));
     std::set<std::string> keys;
     for (const RequestKey& key : cls.keys) {
-        if (!valid_descriptor_key(key.key)) return request_policy_error(name + ": descriptor key \"" + key.key + "\" invalid");
-        if (!keys.insert(key.key).second) return request_policy_error(name + ": descriptor key " + key.key + " given twice");
+        if (!valid_descriptor_key(key.key))
+            return request_policy_error(name + ": descriptor key \"" + key.key + "\" invalid");
+        if (!keys.insert(key.key).second)
+            return request_policy_error(name + ": descriptor key " + key.key + " given twice");
         if (key.value && !valid_descriptor_value(*key.value))
             return request_policy_error(name + ": the fixed value of " + key.key + " is invalid");
     }
     if (auto limit = valid_request_limit(cls.limit, name); !limit) return limit;
     if (cls.cost < 1 || cls.max_cost < cls.cost)
         return request_policy_error(name + ": cost " + std::to_string(cls.cost) + " and max_cost " +
-                            std::to_string(cls.max_cost) + " must satisfy 1 <= cost <= max_cost");
+                                    std::to_string(cls.max_cost) + " must satisfy 1 <= cost <= max_cost");
     if (cls.max_cost > request_capacity(cls.limit))
-        return request_policy_error(name + ": max_cost " + std::to_string(cls.max_cost) + " exceeds what its limit holds (" +
-                            std::to_string(request_capacity(cls.limit)) + ")");
+        return request_policy_error(name + ": max_cost " + std::to_string(cls.max_cost) +
+                                    " exceeds what its limit holds (" + std::to_string(request_capacity(cls.limit)) +
+                                    ")");
     if (cls.limit.algorithm == SLUICE_ALGORITHM_SLIDING_LOG && cls.max_cost != 1)
         return request_policy_error(name + ": sliding_log counts admissions, so cost and max_cost must be 1");
     if (cls.fleet)
@@ -125,14 +130,16 @@ Status valid_request_domain_entry(const RequestDomain& domain) {
         if (!valid_descriptor_key(key) || key == kRemoteAddressKey)
             return request_policy_error(name + ": header key \"" + key + "\" is invalid or remote_address");
         if (!keys.insert(key).second) return request_policy_error(name + ": header key " + key + " given twice");
-        if (!valid_http_token(header)) return request_policy_error(name + ": header of " + key + " is not an HTTP token");
+        if (!valid_http_token(header))
+            return request_policy_error(name + ": header of " + key + " is not an HTTP token");
     }
     std::set<std::string> signed_keys;
     for (const std::string& key : domain.signed_keys) {
         if (!keys.count(key)) return request_policy_error(name + ": signed key \"" + key + "\" has no header");
         if (!signed_keys.insert(key).second) return request_policy_error(name + ": signed key " + key + " given twice");
     }
-    if (!valid_descriptor_value(domain.anonymous)) return request_policy_error(name + ": anonymous is not a valid value");
+    if (!valid_descriptor_value(domain.anonymous))
+        return request_policy_error(name + ": anonymous is not a valid value");
     if (!domain.cost_header.empty() && !valid_http_token(domain.cost_header))
         return request_policy_error(name + ": cost_header is not an HTTP token");
     return ok_status();
@@ -192,7 +199,7 @@ bool request_classes_could_tie(const RequestClass& a, const RequestClass& b) {
 Status validate_requests(const CompiledPolicy& policy) {
     if (policy.requests.size() > SLUICE_MAX_CLASSES - 1)
         return request_policy_error(std::to_string(policy.requests.size()) + " request classes, more than " +
-                            std::to_string(SLUICE_MAX_CLASSES - 1));
+                                    std::to_string(SLUICE_MAX_CLASSES - 1));
     std::set<uint32_t> ids;
     std::set<std::string> names;
     for (size_t i = 0; i < policy.requests.size(); i++) {
@@ -206,7 +213,7 @@ Status validate_requests(const CompiledPolicy& policy) {
         for (size_t j = 0; j < i; j++)
             if (request_classes_could_tie(policy.requests[j], cls))
                 return request_policy_error(name + " could tie with request class \"" + policy.requests[j].name +
-                                    "\": a descriptor could match both with equally many fixed values");
+                                            "\": a descriptor could match both with equally many fixed values");
     }
     std::set<std::string> domains;
     for (const RequestDomain& domain : policy.request_domains) {

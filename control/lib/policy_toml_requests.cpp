@@ -18,7 +18,7 @@ constexpr uint32_t kMaxRequestClasses = SLUICE_MAX_CLASSES - 1;
 
 constexpr std::string_view kDomainKeys[] = {"name", "headers", "signed", "anonymous", "cost_header"};
 constexpr std::string_view kRequestClassKeys[] = {"name", "domain",   "descriptor", "match", "limit",
-                                           "cost", "max_cost", "shadow",     "fleet"};
+                                                  "cost", "max_cost", "shadow",     "fleet"};
 constexpr std::string_view kLimitKeys[] = {"algorithm", "rate", "burst", "limit", "window"};
 constexpr std::string_view kRequestFleetKeys[] = {"rate", "burst", "on_unavailable", "fallback_rate"};
 

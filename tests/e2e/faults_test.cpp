@@ -597,7 +597,8 @@ TEST_F(Faults, DropEventRingFullWhileTheDaemonStallsIsCountedAndDecisionsHold) {
         [&] {
             const auto now = stats();
             if (!now) return false;
-            dropped = class_counter(*now, "default", "drop_packets") - class_counter(*before, "default", "drop_packets");
+            dropped =
+                class_counter(*now, "default", "drop_packets") - class_counter(*before, "default", "drop_packets");
             sent = stat_counter(*now, "drop_events_sent") - stat_counter(*before, "drop_events_sent");
             lost_total = stat_counter(*now, "drop_events_lost");
             lost = lost_total - stat_counter(*before, "drop_events_lost");
@@ -607,8 +608,8 @@ TEST_F(Faults, DropEventRingFullWhileTheDaemonStallsIsCountedAndDecisionsHold) {
         << "the class dropped " << dropped << " of the greedy source's " << drops << "; events sent " << sent
         << " + lost " << lost;
     EXPECT_GT(lost, 0u) << "the ring never filled: the test proves nothing";
-    figure_line("ring", "greedy sent " + std::to_string(g.sent) + " received " + std::to_string(g.received) +
-                            "; " + std::to_string(drops) + " drops: " + std::to_string(sent) + " events sent, " +
+    figure_line("ring", "greedy sent " + std::to_string(g.sent) + " received " + std::to_string(g.received) + "; " +
+                            std::to_string(drops) + " drops: " + std::to_string(sent) + " events sent, " +
                             std::to_string(lost) + " lost");
 
     // /metrics reports the same loss once its snapshot catches up.
@@ -638,10 +639,11 @@ TEST_F(Faults, SourceTableFullIsCountedAndKnownSourcesKeepTheirLimit) {
     SLUICE_REQUIRE_BPF();
     ASSERT_NO_FATAL_FAILURE(start_world("source_capacity = 1024\n"));
     constexpr double kRate = 10, kBurst = 5;
-    ASSERT_TRUE(push_policy("full.toml", "[[class]]\nname = \"default\"\naction = \"pass\"\n"
-                                         "[[class]]\nname = \"edge\"\nmatch = [\"10.0.0.0/8\"]\n"
-                                         "per_source = { rate = " + figure(kRate) + ", burst = " + figure(kBurst) +
-                                             " }\non_table_full = \"closed\"\n"));
+    ASSERT_TRUE(push_policy("full.toml",
+                            "[[class]]\nname = \"default\"\naction = \"pass\"\n"
+                            "[[class]]\nname = \"edge\"\nmatch = [\"10.0.0.0/8\"]\n"
+                            "per_source = { rate = " +
+                                figure(kRate) + ", burst = " + figure(kBurst) + " }\non_table_full = \"closed\"\n"));
     const auto before = stats();
     ASSERT_TRUE(before);
 
@@ -693,7 +695,8 @@ TEST_F(Faults, SourceTableFullIsCountedAndKnownSourcesKeepTheirLimit) {
     EXPECT_TRUE(wait_for(
         [&] {
             const HttpResponse m = http_get(9464, "/metrics");
-            scraped = metric(m.body, "sluice_table_full_decisions_total", {{"interface", "sl0"}, {"decision", "closed"}});
+            scraped =
+                metric(m.body, "sluice_table_full_decisions_total", {{"interface", "sl0"}, {"decision", "closed"}});
             return scraped == static_cast<double>(table_full);
         },
         5s))
