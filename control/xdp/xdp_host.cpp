@@ -3,17 +3,21 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/capability.h>
 #include <linux/magic.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string_view>
 
 #include "control_protocol.h"  // errno_message
@@ -23,6 +27,54 @@ namespace sluice {
 namespace {
 
 constexpr std::string_view kBpffsRoot = "/sys/fs/bpf";
+
+// CAP_BPF and CAP_PERFMON are newer than CAP_SYS_ADMIN, which the kernel
+// still accepts in their place.
+struct RequiredCapability {
+    int capability;
+    std::string_view name;
+    std::string_view needed_for;
+};
+constexpr RequiredCapability kRequiredCapabilities[] = {
+    {CAP_BPF, "CAP_BPF", "creating maps and loading the program"},
+    {CAP_NET_ADMIN, "CAP_NET_ADMIN", "loading an XDP program and attaching it"},
+    {CAP_PERFMON, "CAP_PERFMON", "the verifier's pointer arithmetic on packet data"},
+};
+
+// The effective capability set, read with capget(2) (no libcap for three bits).
+std::optional<uint64_t> effective_capabilities() {
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
+    if (syscall(SYS_capget, &header, data) != 0) return std::nullopt;
+    return static_cast<uint64_t>(data[1].effective) << 32 | data[0].effective;
+}
+
+// Checked before touching bpffs or bpf(): an EPERM from the verifier or
+// the loader does not say which capability was missing.
+Status check_capabilities() {
+    const auto effective = effective_capabilities();
+    if (!effective) return Error{errno_message("reading sluiced's capabilities (capget)", errno)};
+    const auto has = [&](int capability) { return (*effective >> capability & 1) != 0; };
+    std::string missing, why;
+    for (const auto& required : kRequiredCapabilities) {
+        const bool sys_admin_stands_in = required.capability != CAP_NET_ADMIN && has(CAP_SYS_ADMIN);
+        if (has(required.capability) || sys_admin_stands_in) continue;
+        missing += (missing.empty() ? "" : ", ") + std::string(required.name);
+        why += (why.empty() ? "" : "; ") + std::string(required.name) + ": " + std::string(required.needed_for);
+    }
+    if (missing.empty()) return ok_status();
+    return Error{"sluiced lacks " + missing + " in its effective capabilities (" + why +
+                 "); run it as root, or grant CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON as sluiced.service does"};
+}
+
+// BPF_ENABLE_STATS needs CAP_SYS_ADMIN, which sluiced.service does not
+// grant; the statistics are also on while the kernel.bpf_stats_enabled
+// sysctl is 1.
+bool bpf_stats_sysctl_on() {
+    std::ifstream sysctl("/proc/sys/kernel/bpf_stats_enabled");
+    int value = 0;
+    return sysctl >> value && value == 1;
+}
 
 bool on_bpffs(const std::string& path) {
     struct statfs fs {};
@@ -120,8 +172,12 @@ class XdpInterface : public HostedInterface {
 Status prepare_bpffs_dir(const std::string& dir) {
     // The first existing ancestor tells which filesystem `dir` will be on.
     std::filesystem::path existing(dir);
-    while (!existing.empty() && existing != existing.root_path() && !std::filesystem::exists(existing))
+    std::error_code error;
+    while (!existing.empty() && existing != existing.root_path() && !std::filesystem::exists(existing, error)) {
+        // Not "does not exist" but "cannot look": e.g. /sys/fs/bpf is 0700 and sluiced is not root.
+        if (error) return Error{"cannot reach bpffs_dir " + dir + " at " + existing.string() + ": " + error.message()};
         existing = existing.parent_path();
+    }
     if (!on_bpffs(existing)) {
         const bool under_root = dir.rfind(std::string(kBpffsRoot) + "/", 0) == 0;
         if (!under_root)
@@ -132,7 +188,6 @@ Status prepare_bpffs_dir(const std::string& dir) {
             return Error{errno_message("mounting bpffs on /sys/fs/bpf for bpffs_dir " + dir, errno)};
         log(LogLevel::info, "mounted bpffs", {{"path", std::string(kBpffsRoot)}});
     }
-    std::error_code error;
     std::filesystem::create_directories(dir, error);
     if (error) return Error{"cannot create bpffs_dir " + dir + ": " + error.message()};
     if (!on_bpffs(dir)) return Error{"bpffs_dir " + dir + " is not on a bpf filesystem"};
@@ -140,15 +195,22 @@ Status prepare_bpffs_dir(const std::string& dir) {
 }
 
 Result<std::unique_ptr<XdpHost>> XdpHost::create(XdpHostOptions options) {
+    if (auto status = check_capabilities(); !status) return status.error();
     if (auto status = prepare_bpffs_dir(options.bpffs_dir); !status) return status.error();
     auto cpus = possible_cpus();
     if (!cpus) return cpus.error();
     std::unique_ptr<XdpHost> host(new XdpHost(std::move(options)));
     host->cpus_ = cpus.value();
     host->run_time_stats_ = UniqueFd(bpf_enable_stats(BPF_STATS_RUN_TIME));
-    if (host->run_time_stats_.get() < 0)
-        log(LogLevel::warn, "BPF run-time statistics unavailable; decision cost will read 0",
-            {{"error", std::strerror(errno)}});
+    const int stats_error = errno;
+    if (host->run_time_stats_.get() < 0) {
+        host->run_time_stats_by_sysctl_ = bpf_stats_sysctl_on();
+        if (!host->run_time_stats_by_sysctl_)
+            log(LogLevel::warn,
+                "BPF run-time statistics unavailable (BPF_ENABLE_STATS needs CAP_SYS_ADMIN; or set the "
+                "kernel.bpf_stats_enabled sysctl to 1); decision cost will read 0",
+                {{"error", std::strerror(stats_error)}});
+    }
     return host;
 }
 

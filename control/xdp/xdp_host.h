@@ -27,9 +27,11 @@ struct XdpHostOptions {
 
 class XdpHost : public InterfaceHost {
   public:
-    // Prepares bpffs_dir (mounting bpffs on /sys/fs/bpf if needed), counts
-    // the CPUs and turns the kernel's BPF run-time statistics on for as long
-    // as the host lives (a warning, not an error, when the kernel refuses).
+    // Checks the capabilities loading and attaching need (an error naming the
+    // missing ones), prepares bpffs_dir (mounting bpffs on /sys/fs/bpf if
+    // needed), counts the CPUs and turns the kernel's BPF run-time statistics
+    // on for as long as the host lives (a warning, not an error, when the
+    // kernel refuses).
     static Result<std::unique_ptr<XdpHost>> create(XdpHostOptions options);
 
     uint32_t cpus() const override { return cpus_; }
@@ -39,7 +41,7 @@ class XdpHost : public InterfaceHost {
     Status can_attach() const override { return ok_status(); }
     Result<std::unique_ptr<HostedInterface>> open(const std::string& name, XdpMode mode) override;
     std::optional<std::string> pin_root() const override { return options_.bpffs_dir; }
-    bool decision_cost_enabled() const override { return run_time_stats_.get() >= 0; }
+    bool decision_cost_enabled() const override { return run_time_stats_.get() >= 0 || run_time_stats_by_sysctl_; }
     std::vector<std::string> unprotected(const std::vector<std::string>& hosted) const override;
 
   private:
@@ -51,6 +53,7 @@ class XdpHost : public InterfaceHost {
     // Keeps the kernel's BPF run-time statistics on; they go off again when
     // it closes, so nothing is left behind.
     UniqueFd run_time_stats_;
+    bool run_time_stats_by_sysctl_ = false;  // kernel.bpf_stats_enabled = 1 keeps them on instead
 };
 
 // Makes sure `dir` is on a bpf filesystem: mounts bpffs on /sys/fs/bpf when
