@@ -145,7 +145,7 @@ void SluiceWorld::start_world(const std::string& extra_config) {
     ASSERT_NO_FATAL_FAILURE(start_daemon());
 }
 
-void SluiceWorld::start_daemon() {
+void SluiceWorld::spawn_daemon() {
     ASSERT_FALSE(daemon_running()) << "sluiced is already running";
     std::vector<std::string> argv = daemon_wrapper_;
     for (const auto& arg : {binary_from_env("SLUICED"), std::string("--config"), config_path()}) argv.push_back(arg);
@@ -156,6 +156,15 @@ void SluiceWorld::start_daemon() {
                                            .netns_path = netns_path(),
                                            .append = true});
     ASSERT_GT(daemon_pid_, 0) << "fork: " << std::strerror(errno);
+}
+
+int SluiceWorld::run_daemon_to_exit(std::chrono::milliseconds timeout) {
+    spawn_daemon();
+    return wait_daemon_exit(timeout);
+}
+
+void SluiceWorld::start_daemon() {
+    ASSERT_NO_FATAL_FAILURE(spawn_daemon());
 
     // Ready when the socket answers `status`; asking the socket directly
     // keeps this independent of sluicectl.

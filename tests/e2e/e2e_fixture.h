@@ -102,6 +102,9 @@ class SluiceWorld {
     // Starts sluiced and waits until `status` answers (10 s), failing with
     // its log otherwise.
     void start_daemon();
+    // Starts sluiced and waits for it to exit, for a daemon that must refuse
+    // to start; its exit code, or -1 (then killed) after `timeout`.
+    int run_daemon_to_exit(std::chrono::milliseconds timeout);
     // Sends `sig` to the daemon; with SIGKILL also reaps it.
     void signal_daemon(int sig);
     // Waits for the daemon to exit; its exit code, or -1 on timeout (then it
@@ -183,6 +186,7 @@ class SluiceWorld {
                                           std::optional<uint64_t> frames = std::nullopt) const;
     pid_t spawn_traffic(const std::vector<std::string>& argv, const std::string& scratch_name);
     std::optional<TrafficReport> parse_traffic(const ProcResult& run, const std::string& command);
+    void spawn_daemon();
 
     std::map<pid_t, int64_t> traffic_spawned_;  // pid -> CLOCK_REALTIME ns at spawn
     std::set<pid_t> running_;                   // children started and not yet waited for
