@@ -17,6 +17,9 @@ packages=(
   prometheus-cpp-dev
   # command lines of sluicectl, sluiced, sluice-dpdk and sluice-bench
   libcli11-dev
+  # the man pages (packaging/man/): go-md2man turns their Markdown into roff; the man suite
+  # renders each with man-db's man
+  go-md2man man-db
   # the metrics test scrapes sluiced with a real Prometheus and lints with promtool
   prometheus
   # sluice-bench veth: the nftables and iptables (hashlimit) receivers it compares against, ethtool

@@ -363,6 +363,11 @@ class CommandLine {
         std::reverse(args.begin(), args.end());  // CLI11 takes them last first
         try {
             app_.parse(args);
+        } catch (const ManPageRequested& man_page) {
+            // --help-man (command_line.h): the man page's options, printed as help is.
+            invocation_.action = Invocation::Action::help;
+            invocation_.output = man_page.what();
+            return;
         } catch (const CLI::ParseError& error) {
             // Help and version (exit code 0) are handled below.
             if (error.get_exit_code() != static_cast<int>(CLI::ExitCodes::Success))

@@ -149,7 +149,7 @@ int run(int argc, char** argv) {
     declare_options(app, options);
 
     std::vector<std::string> all(argv, argv + argc);
-    // --help must not need an EAL (which may fail here for want of hugepages).
+    // --help (and the man page's --help-man) must not need an EAL (which may fail here for want of hugepages).
     size_t separator = all.size();
     for (size_t i = 1; i < all.size(); ++i) {
         if (all[i] == "--") {
@@ -160,6 +160,7 @@ int run(int argc, char** argv) {
             std::fputs(app.help().c_str(), stdout);
             return 0;
         }
+        if (all[i] == sluice::kManPageFlag) return sluice::parse_command_line(app, {all[i]}).value_or(0);
     }
     if (separator == all.size()) return sluice::usage_error("sluice-dpdk", "--rx and --tx are required (after \"--\")");
     if (const auto exit = sluice::parse_command_line(app, {all.begin() + static_cast<long>(separator) + 1, all.end()}))

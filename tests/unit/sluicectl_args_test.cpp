@@ -247,6 +247,27 @@ TEST(SluicectlArgs, EachCommandHasItsOwnHelp) {
     }
 }
 
+// The hidden --help-man (command_line.h) is what the man page's OPTIONS and
+// COMMANDS are rendered from: the definitions --help prints, as Markdown,
+// every command with its arguments. --help does not list it.
+TEST(SluicectlArgs, HelpManGivesTheManPagesOptionsAndCommands) {
+    const Invocation man = parse({"--help-man"});
+    ASSERT_EQ(man.action, Invocation::Action::help) << man.usage_error;
+    EXPECT_TRUE(man.ok()) << man.usage_error;
+    EXPECT_EQ(man.output.rfind("# OPTIONS\n\n**-h, --help**\n:   ", 0), 0U) << man.output;
+    for (const char* entry :
+         {"\n**--socket** PATH\n:   control socket (default: $SLUICE\\_SOCKET, else /run/sluice/sluiced.sock)\n",
+          "\n**--timeout** MS\n:   give up after MS milliseconds", "\n# COMMANDS\n",
+          "\n### policy push\n\nvalidate and apply a policy (- reads stdin)\n\n**FILE** REQUIRED\n:   the policy",
+          "\n**--interval** S Needs: --watch\n:   seconds between refreshes (default 1; 0.1..3600)\n"}) {
+        EXPECT_NE(man.output.find(entry), std::string::npos) << entry << " in\n" << man.output;
+    }
+    for (const VerbSpec& spec : kVerbs)
+        EXPECT_NE(man.output.find("\n### " + std::string(command_of(spec.verb)) + "\n\n"), std::string::npos)
+            << command_of(spec.verb);
+    EXPECT_EQ(parse({"--help"}).output.find("--help-man"), std::string::npos);
+}
+
 // CLI11's own number conversion takes "010" as octal, "0x10" as hex and "-1"
 // as 2^64 - 1; sluicectl's numbers stay decimal.
 TEST(SluicectlArgs, NumbersAreDecimal) {
