@@ -34,6 +34,10 @@ packages=(
   # protobuf and their code generators), the nginx auth_request endpoint (cpp-httplib); the tests
   # and sluice-bench http put a real nginx in front and load it with wrk
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libcpp-httplib-dev nginx wrk
+  # the packaging suite: sluicectl's completion is tried with bash-completion's helpers loaded,
+  # the installed unit is checked with systemd-analyze (scripts/package.sh installs what the
+  # package build needs itself)
+  bash-completion systemd
   # sluice-dpdk and sluice-bench dpdk: DPDK's headers and libraries; it depends on every PMD plugin,
   # among them net_null, net_ring and net_pcap (librte-net-{null,ring,pcap}23) that the tests use
   libdpdk-dev
