@@ -39,7 +39,8 @@ else
 fi
 
 echo "package: building sluice $version in $tree"
-(cd "$tree" && DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:-} parallel=$(nproc)" dpkg-buildpackage -us -uc -b)
+build_options="${DEB_BUILD_OPTIONS:+$DEB_BUILD_OPTIONS }parallel=$(nproc)"
+(cd "$tree" && DEB_BUILD_OPTIONS=$build_options dpkg-buildpackage -us -uc -b)
 
 changes=$(ls "$work"/sluice_"$version"_*.changes)
 echo "package: lintian $(basename "$changes")"
