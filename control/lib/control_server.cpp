@@ -72,11 +72,28 @@ std::string to_line(const json& response) {
     return response.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-bool default_authorize(const Peer& peer, const std::optional<gid_t>& group) {
-    return peer.uid == 0 || peer.uid == ::geteuid() || (group && peer.gid == *group);
+// The peer's supplementary groups; empty when the kernel cannot say.
+std::vector<gid_t> peer_groups(int fd) {
+    std::vector<gid_t> groups(16);
+    for (;;) {
+        socklen_t length = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+        if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &length) == 0) {
+            groups.resize(length / sizeof(gid_t));
+            return groups;
+        }
+        // ERANGE: `length` now says how much room the list needs.
+        if (errno != ERANGE || length / sizeof(gid_t) <= groups.size()) return {};
+        groups.resize(length / sizeof(gid_t));
+    }
 }
 
 }  // namespace
+
+bool peer_may_connect(const Peer& peer, const std::optional<gid_t>& group) {
+    if (peer.uid == 0 || peer.uid == ::geteuid()) return true;
+    if (!group) return false;
+    return peer.gid == *group || std::find(peer.groups.begin(), peer.groups.end(), *group) != peer.groups.end();
+}
 
 struct ControlServer::State {
     struct Connection {
@@ -133,9 +150,9 @@ struct ControlServer::State {
             ucred credentials{};
             socklen_t length = sizeof(credentials);
             const bool known = ::getsockopt(connection.fd.get(), SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0;
-            connection.peer = {credentials.pid, credentials.uid, credentials.gid};
+            connection.peer = {credentials.pid, credentials.uid, credentials.gid, peer_groups(connection.fd.get())};
             const bool allowed = known && (options.authorize ? options.authorize(connection.peer)
-                                                             : default_authorize(connection.peer, options.group));
+                                                             : peer_may_connect(connection.peer, options.group));
             if (!allowed) {
                 count(kNoVerbLabel, control_error_code_name(ErrorCode::permission_denied));
                 connection.output = to_line(error_response(

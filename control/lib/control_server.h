@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,18 +27,25 @@
 
 namespace sluice {
 
-// Who is on the other end of a connection, from SO_PEERCRED at accept time.
+// Who is on the other end of a connection, from SO_PEERCRED and
+// SO_PEERGROUPS at accept time.
 struct Peer {
     pid_t pid = 0;
     uid_t uid = 0;
-    gid_t gid = 0;
+    gid_t gid = 0;              // primary group
+    std::vector<gid_t> groups;  // supplementary groups (`adduser NAME sluice` adds one)
 };
+
+// The default peer check: root, the server's own euid, or a member of
+// `group` (primary or supplementary).
+bool peer_may_connect(const Peer& peer, const std::optional<gid_t>& group);
 
 struct ControlServerOptions {
     std::string socket_path;
     mode_t mode = 0600;
     // When set, the socket is chowned to this group and made group-writable
-    // (mode | 0060), and peers whose primary gid is this group are allowed.
+    // (mode | 0060), and peers in this group (primary or supplementary) are
+    // allowed.
     std::optional<gid_t> group;
     std::size_t max_request_bytes = kDefaultMaxRequestBytes;
     // How long a request may stay half-sent, and how long a client that is

@@ -42,6 +42,7 @@ const std::vector<std::string> kInstalledFiles = {
     "/etc/sluice/sluiced.toml",
     "/etc/sluice/policy.toml",
     kUnit,
+    "/usr/lib/tmpfiles.d/sluice.conf",
     "/usr/share/bash-completion/completions/sluicectl",
     "/usr/share/doc/sluice/README.Debian",
     "/usr/share/sluice/nginx-sluice.conf",
@@ -179,6 +180,12 @@ TEST_F(Package, InstallsEveryFileWhereDpkgSays) {
     ASSERT_EQ(stat("/var/lib/sluice", &state), 0);
     EXPECT_EQ(state.st_uid, user->pw_uid);
     EXPECT_EQ(state.st_mode & 07777, 0700u);
+
+    // The directory of bpffs the unit binds in, made the user's by the tmpfiles.d entry.
+    struct stat pins {};
+    ASSERT_EQ(stat("/sys/fs/bpf/sluice", &pins), 0) << "postinst did not run systemd-tmpfiles --create";
+    EXPECT_EQ(pins.st_uid, user->pw_uid);
+    EXPECT_EQ(pins.st_mode & 07777, 0700u);
 
     // Enabled the Debian way, to start at boot.
     EXPECT_TRUE(fs::is_symlink("/etc/systemd/system/multi-user.target.wants/sluiced.service"));

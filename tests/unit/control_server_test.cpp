@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -130,7 +131,7 @@ class ControlServerTest : public ::testing::Test {
         server_ = std::make_unique<ControlServer>(std::move(listening.value()));
         server_->handle("echo", [](const json& args, const Peer&) -> Result<json> { return args; });
         server_->handle("whoami", [](const json&, const Peer& peer) -> Result<json> {
-            return json{{"pid", peer.pid}, {"uid", peer.uid}, {"gid", peer.gid}};
+            return json{{"pid", peer.pid}, {"uid", peer.uid}, {"gid", peer.gid}, {"groups", peer.groups}};
         });
         server_->handle("swap", [](const json&, const Peer&) -> Result<json> {
             return control_error(ErrorCode::conflict, "generation is 7, not 6");
@@ -535,6 +536,75 @@ TEST_F(ControlServerTest, PeerWithAnotherUidIsDenied) {
     // Root (same uid as the server) is still served.
     ControlClient client = connect_client();
     EXPECT_TRUE(client.call("echo", json::object()).ok());
+}
+
+TEST_F(ControlServerTest, PeerCarriesTheClientsSupplementaryGroups) {
+    start();
+    std::vector<gid_t> ours(static_cast<std::size_t>(::getgroups(0, nullptr)));
+    ours.resize(static_cast<std::size_t>(::getgroups(static_cast<int>(ours.size()), ours.data())));
+    ControlClient client = connect_client();
+    const Result<json> who = client.call("whoami", json::object());
+    ASSERT_TRUE(who.ok()) << who.error().message;
+    std::vector<gid_t> seen = who.value().at("groups").get<std::vector<gid_t>>();
+    std::sort(ours.begin(), ours.end());
+    std::sort(seen.begin(), seen.end());
+    EXPECT_EQ(seen, ours);
+}
+
+TEST(PeerMayConnect, RootTheServersUserAndMembersOfTheGroupOnly) {
+    constexpr gid_t kGroup = 4242;
+    const auto peer = [](uid_t uid, gid_t gid, std::vector<gid_t> groups = {}) {
+        Peer made;
+        made.uid = uid;
+        made.gid = gid;
+        made.groups = std::move(groups);
+        return made;
+    };
+    const uid_t other_uid = ::geteuid() == 65534 ? 65533 : 65534;
+    EXPECT_TRUE(peer_may_connect(peer(0, 0), std::nullopt));
+    EXPECT_TRUE(peer_may_connect(peer(::geteuid(), 0), std::nullopt));
+    EXPECT_FALSE(peer_may_connect(peer(other_uid, kGroup), std::nullopt)) << "no group configured";
+    EXPECT_TRUE(peer_may_connect(peer(other_uid, kGroup), kGroup)) << "primary group";
+    EXPECT_TRUE(peer_may_connect(peer(other_uid, 100, {27, kGroup}), kGroup))
+        << "supplementary group, as `adduser NAME sluice` makes it";
+    EXPECT_FALSE(peer_may_connect(peer(other_uid, 100, {27, 4243}), kGroup));
+}
+
+// The Debian package's case: a user whose primary group is its own and who
+// was added to the socket's group (a supplementary group) is served.
+TEST_F(ControlServerTest, PeerInTheSocketsGroupOnlyAsASupplementaryGroupIsServed) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch uid and groups";
+    constexpr gid_t kSocketGroup = 4242;
+    ControlServerOptions with_group = options();
+    with_group.group = kSocketGroup;
+    start(with_group);
+    ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);  // mkdtemp makes it 0700
+
+    const sockaddr_un address = address_of(path_);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        // Only system calls from here: the parent has other threads.
+        const gid_t supplementary[] = {kSocketGroup};
+        if (::setgroups(1, supplementary) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+        const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+        if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) ::_exit(3);
+        const char request[] = "{\"id\": 1, \"verb\": \"echo\", \"args\": {}}\n";
+        if (::write(fd, request, sizeof(request) - 1) != static_cast<ssize_t>(sizeof(request) - 1)) ::_exit(5);
+        char buffer[512] = {};
+        std::size_t have = 0;
+        while (have < sizeof(buffer) - 1 && std::memchr(buffer, '\n', have) == nullptr) {
+            const ssize_t got = ::read(fd, buffer + have, sizeof(buffer) - 1 - have);
+            if (got <= 0) break;
+            have += static_cast<std::size_t>(got);
+        }
+        ::_exit(::strstr(buffer, "\"ok\":true") != nullptr ? 0 : 4);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0)
+        << "2: could not drop privileges, 3: connect failed, 4: not served, 5: write failed";
 }
 
 }  // namespace
