@@ -160,6 +160,40 @@ class ControlServerTest : public ::testing::Test {
         return std::move(client.value());
     }
 
+    // Connects from a child running as nobody with `supplementary` as its only
+    // supplementary groups, sends `request` (a line, or nothing), reads the
+    // first line back; the child's exit status: 0 when it holds `expected`,
+    // 2 could not drop privileges, 3 connect failed, 4 not in the reply,
+    // 5 write failed. Needs root.
+    int exit_status_of_peer_as_nobody(std::vector<gid_t> supplementary, const char* request, const char* expected) {
+        const sockaddr_un address = address_of(path_);
+        const pid_t child = ::fork();
+        if (child < 0) return -1;
+        if (child == 0) {
+            // Only system calls from here: the parent has other threads.
+            if (::setgroups(supplementary.size(), supplementary.data()) != 0 || ::setgid(65534) != 0 ||
+                ::setuid(65534) != 0)
+                ::_exit(2);
+            const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+            if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) ::_exit(3);
+            if (request != nullptr) {
+                const auto length = static_cast<ssize_t>(std::strlen(request));
+                if (::write(fd, request, static_cast<std::size_t>(length)) != length) ::_exit(5);
+            }
+            char buffer[512] = {};
+            std::size_t have = 0;
+            while (have < sizeof(buffer) - 1 && std::memchr(buffer, '\n', have) == nullptr) {
+                const ssize_t got = ::read(fd, buffer + have, sizeof(buffer) - 1 - have);
+                if (got <= 0) break;
+                have += static_cast<std::size_t>(got);
+            }
+            ::_exit(::strstr(buffer, expected) != nullptr ? 0 : 4);
+        }
+        int status = 0;
+        if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+        return WEXITSTATUS(status);
+    }
+
     std::string dir_;
     std::string path_;
     std::unique_ptr<ControlServer> server_;
@@ -511,27 +545,8 @@ TEST_F(ControlServerTest, PeerWithAnotherUidIsDenied) {
     start(open_mode);
     ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);  // mkdtemp makes it 0700
 
-    const sockaddr_un address = address_of(path_);
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-        // Only system calls from here: the parent has other threads.
-        if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
-        const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-        if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) ::_exit(3);
-        char buffer[512] = {};
-        std::size_t have = 0;
-        for (;;) {
-            const ssize_t got = ::read(fd, buffer + have, sizeof(buffer) - 1 - have);
-            if (got <= 0) break;
-            have += static_cast<std::size_t>(got);
-        }
-        ::_exit(::strstr(buffer, "\"permission_denied\"") != nullptr ? 0 : 4);
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0) << "2: could not drop privileges, 3: connect failed, 4: not denied";
+    EXPECT_EQ(exit_status_of_peer_as_nobody({}, nullptr, "\"permission_denied\""), 0)
+        << "2: could not drop privileges, 3: connect failed, 4: not denied";
 
     // Root (same uid as the server) is still served.
     ControlClient client = connect_client();
@@ -580,30 +595,9 @@ TEST_F(ControlServerTest, PeerInTheSocketsGroupOnlyAsASupplementaryGroupIsServed
     start(with_group);
     ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);  // mkdtemp makes it 0700
 
-    const sockaddr_un address = address_of(path_);
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-        // Only system calls from here: the parent has other threads.
-        const gid_t supplementary[] = {kSocketGroup};
-        if (::setgroups(1, supplementary) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
-        const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-        if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) ::_exit(3);
-        const char request[] = "{\"id\": 1, \"verb\": \"echo\", \"args\": {}}\n";
-        if (::write(fd, request, sizeof(request) - 1) != static_cast<ssize_t>(sizeof(request) - 1)) ::_exit(5);
-        char buffer[512] = {};
-        std::size_t have = 0;
-        while (have < sizeof(buffer) - 1 && std::memchr(buffer, '\n', have) == nullptr) {
-            const ssize_t got = ::read(fd, buffer + have, sizeof(buffer) - 1 - have);
-            if (got <= 0) break;
-            have += static_cast<std::size_t>(got);
-        }
-        ::_exit(::strstr(buffer, "\"ok\":true") != nullptr ? 0 : 4);
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0)
+    EXPECT_EQ(
+        exit_status_of_peer_as_nobody({kSocketGroup}, "{\"id\": 1, \"verb\": \"echo\", \"args\": {}}\n", "\"ok\":true"),
+        0)
         << "2: could not drop privileges, 3: connect failed, 4: not served, 5: write failed";
 }
 
