@@ -226,7 +226,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, SLUICE_POLICY_SLOTS * SLUICE_MAX_PREFIXES_PER_FAMILY);
+	__uint(max_entries, SLUICE_POLICY_SLOTS * SLUICE_PREFIX_CAPACITY_DEFAULT);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct sluice_lpm_v4_key);
 	__type(value, __u32);
@@ -234,7 +234,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, SLUICE_POLICY_SLOTS * SLUICE_MAX_PREFIXES_PER_FAMILY);
+	__uint(max_entries, SLUICE_POLICY_SLOTS * SLUICE_PREFIX_CAPACITY_DEFAULT);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct sluice_lpm_v6_key);
 	__type(value, __u32);

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <bitset>
 #include <cstring>
 #include <set>
 #include <tuple>
@@ -98,6 +99,15 @@ Status valid_aggregate_window(const sluice_class_entry& cls, const std::string& 
         return policy_error(name + ": shaped, but its aggregate is " + algorithm +
                             ": the queue drains at a token-bucket rate");
     return ok_status();
+}
+
+// No bit set past the prefix's length.
+bool host_bits_clear(const PolicyPrefix& p) {
+    const unsigned full = p.length / 8;
+    if (p.length % 8 && (p.addr[full] & (0xffu >> (p.length % 8)))) return false;
+    for (unsigned byte = full + (p.length % 8 ? 1 : 0); byte < p.addr.size(); byte++)
+        if (p.addr[byte]) return false;
+    return true;
 }
 
 std::string prefix_text(const PolicyPrefix& p) {
@@ -221,29 +231,75 @@ Status validate(const CompiledPolicy& policy) {
     if (!ids.count(h.default_class_id))
         return policy_error("default class " + std::to_string(h.default_class_id) + " is not defined");
 
-    std::set<std::tuple<uint8_t, uint8_t, std::array<uint8_t, 16>>> seen;
+    // Checked per prefix, of which there may be millions: a bitset, not the set.
+    std::bitset<SLUICE_MAX_CLASSES> defined;
+    for (const uint32_t id : ids) defined.set(id);
     size_t v4 = 0, v6 = 0;
-    for (const auto& p : policy.prefixes) {
+    for (size_t i = 0; i < policy.prefixes.size(); i++) {
+        const PolicyPrefix& p = policy.prefixes[i];
         const unsigned bits = p.family == SLUICE_FAMILY_IPV4 ? 32 : 128;
         if (p.family != SLUICE_FAMILY_IPV4 && p.family != SLUICE_FAMILY_IPV6)
             return policy_error("prefix with unknown family " + std::to_string(p.family));
         if (p.length > bits)
             return policy_error("prefix " + prefix_text(p) + ": length exceeds " + std::to_string(bits));
-        for (unsigned bit = p.length; bit < 128; bit++)
-            if (p.addr[bit / 8] & (0x80 >> (bit % 8)))
-                return policy_error("prefix " + prefix_text(p) + " has host bits set past /" +
-                                    std::to_string(p.length));
-        if (!ids.count(p.class_id))
+        if (!host_bits_clear(p))
+            return policy_error("prefix " + prefix_text(p) + " has host bits set past /" + std::to_string(p.length));
+        if (p.class_id >= SLUICE_MAX_CLASSES || !defined[p.class_id])
             return policy_error("prefix " + prefix_text(p) + " names undefined class " + std::to_string(p.class_id));
-        if (!seen.insert({p.family, p.length, p.addr}).second)
-            return policy_error("prefix " + prefix_text(p) + " appears twice");
+        if (i > 0) {
+            const PolicyPrefix& before = policy.prefixes[i - 1];
+            if (!prefix_less(before, p)) {
+                if (!prefix_less(p, before)) return policy_error("prefix " + prefix_text(p) + " appears twice");
+                return policy_error("prefix " + prefix_text(p) + " is out of order (use sort_prefixes)");
+            }
+        }
         (p.family == SLUICE_FAMILY_IPV4 ? v4 : v6)++;
     }
-    if (v4 > kMaxPrefixesPerFamily || v6 > kMaxPrefixesPerFamily)
-        return policy_error("more than " + std::to_string(kMaxPrefixesPerFamily) + " prefixes of one family");
     if (h.has_prefixes_v4 != (v4 > 0) || h.has_prefixes_v6 != (v6 > 0))
         return policy_error("the header's prefix flags do not match its prefixes (use mark_prefix_families)");
     return validate_requests(policy);
+}
+
+bool prefix_less(const PolicyPrefix& a, const PolicyPrefix& b) {
+    if (a.family != b.family) return a.family < b.family;
+    if (const int order = std::memcmp(a.addr.data(), b.addr.data(), a.addr.size()); order != 0) return order < 0;
+    return a.length < b.length;
+}
+
+void sort_prefixes(std::vector<PolicyPrefix>& prefixes) { std::sort(prefixes.begin(), prefixes.end(), prefix_less); }
+
+PrefixChanges prefix_changes(const std::vector<PolicyPrefix>& from, const std::vector<PolicyPrefix>& to) {
+    PrefixChanges changes;
+    size_t i = 0, j = 0;
+    while (i < from.size() || j < to.size()) {
+        if (j == to.size() || (i < from.size() && prefix_less(from[i], to[j]))) {
+            changes.removed.push_back(from[i++]);
+        } else if (i == from.size() || prefix_less(to[j], from[i])) {
+            changes.written.push_back(to[j++]);
+        } else {
+            if (from[i].class_id != to[j].class_id) changes.written.push_back(to[j]);
+            i++;
+            j++;
+        }
+    }
+    return changes;
+}
+
+PrefixCounts count_prefixes(const std::vector<PolicyPrefix>& prefixes) {
+    PrefixCounts counts;
+    for (const PolicyPrefix& p : prefixes) (p.family == SLUICE_FAMILY_IPV4 ? counts.v4 : counts.v6)++;
+    return counts;
+}
+
+Status check_prefix_capacity(const CompiledPolicy& policy, uint64_t capacity, std::string_view setting) {
+    const PrefixCounts counts = count_prefixes(policy.prefixes);
+    for (const auto& [count, family] : {std::pair{counts.v4, "IPv4"}, std::pair{counts.v6, "IPv6"}})
+        if (count > capacity)
+            return Error{"the policy has " + std::to_string(count) + " " + family + " prefixes; the dataplane holds " +
+                             std::to_string(capacity) + " per family (raise " + std::string(setting) +
+                             ", at most " + std::to_string(SLUICE_PREFIX_CAPACITY_MAX) + ")",
+                         std::string(setting), ErrorCode::invalid};
+    return ok_status();
 }
 
 void mark_prefix_families(CompiledPolicy& policy) {

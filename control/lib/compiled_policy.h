@@ -64,12 +64,36 @@ struct CompiledPolicy {
     const sluice_class_entry* find_class(uint32_t class_id) const;
 };
 
-// Limits of one policy, from the dataplane's tables (abi.h).
-inline constexpr size_t kMaxPrefixesPerFamily = SLUICE_MAX_PREFIXES_PER_FAMILY;
+// The order CompiledPolicy::prefixes is kept in (the loader sorts them,
+// validate() checks it): family, then address, then length. Sorted, a
+// duplicate is a neighbour and two versions' prefixes diff in one pass.
+bool prefix_less(const PolicyPrefix& a, const PolicyPrefix& b);
+void sort_prefixes(std::vector<PolicyPrefix>& prefixes);
+
+// What turns a table holding `from` into one holding `to` (both sorted by
+// prefix_less, without duplicates): `removed` are in `from` only; `written`
+// are in `to` only or there with another class.
+struct PrefixChanges {
+    std::vector<PolicyPrefix> removed;
+    std::vector<PolicyPrefix> written;
+};
+PrefixChanges prefix_changes(const std::vector<PolicyPrefix>& from, const std::vector<PolicyPrefix>& to);
+
+struct PrefixCounts {
+    uint64_t v4 = 0;
+    uint64_t v6 = 0;
+};
+PrefixCounts count_prefixes(const std::vector<PolicyPrefix>& prefixes);
+
+// Refuses a policy with more prefixes of one family than `capacity` (per
+// family, what the dataplane's tables hold), giving both numbers and naming
+// `setting`, the knob that sizes them.
+Status check_prefix_capacity(const CompiledPolicy& policy, uint64_t capacity, std::string_view setting);
+
 // The shortest max_delay a shaped class may have (the policy file counts in ms).
 inline constexpr uint64_t kMinShapeDelayNs = 1'000'000;
 
-// Version > 0; non_ip/malformed verdicts pass or drop (never would_drop:
+// Version > 0; prefixes sorted by prefix_less; non_ip/malformed verdicts pass or drop (never would_drop:
 // unparsed frames have no class in shadow); class ids unique and in 1..SLUICE_MAX_CLASSES-1; the default
 // class and every prefix's class exist; prefixes valid, unique and with no
 // bits set past their length; enums in range; a per-source burst within

@@ -83,7 +83,7 @@ struct PrefixOwner {
 class PolicyReader {
   public:
     PolicyReader(std::string_view path, const PolicyLoadOptions& options)
-        : path_(path), cpus_(options.cpus), fleet_leasing_(options.fleet_leasing) {}
+        : path_(path), options_(options) {}
 
     Result<LoadedPolicy> read(const toml::table& root, const std::map<std::string, uint32_t>& previous_ids);
 
@@ -95,8 +95,7 @@ class PolicyReader {
                                              const std::map<std::string, uint32_t>& previous_ids) const;
 
     std::string_view path_;
-    uint32_t cpus_;
-    bool fleet_leasing_;
+    PolicyLoadOptions options_;
     ClassSettings defaults_;
     uint8_t non_ip_verdict_ = SLUICE_VERDICT_PASS;
     uint8_t malformed_verdict_ = SLUICE_VERDICT_DROP;
@@ -104,8 +103,6 @@ class PolicyReader {
     toml::source_region default_class_where_;
     std::map<std::string, toml::source_region> class_names_;
     std::map<PrefixKey, PrefixOwner> prefix_owners_;
-    size_t v4_prefixes_ = 0;
-    size_t v6_prefixes_ = 0;
 };
 
 Status PolicyReader::read_defaults(const Fields& top) {
@@ -156,12 +153,6 @@ Status PolicyReader::read_match(const Fields& cls, const std::string& class_name
                               position(path_, owner->second.where) +
                               "), which matches the same prefix; a prefix belongs to one class only");
 
-        const bool v4 = p.family == SLUICE_FAMILY_IPV4;
-        if (++(v4 ? v4_prefixes_ : v6_prefixes_) > kMaxPrefixesPerFamily)
-            return cls.at(item, key,
-                          std::string("more than ") + std::to_string(kMaxPrefixesPerFamily) + (v4 ? " IPv4" : " IPv6") +
-                              " prefixes in the policy; the dataplane holds " + std::to_string(kMaxPrefixesPerFamily) +
-                              " per family");
         prefixes.push_back(p);
     }
     return ok_status();
@@ -254,13 +245,13 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
             return cls.at(*cls.find("new_sources"), "new_sources",
                           "needs a per_source limit: a source is new when the per-source table has no entry for it");
         const Fields level(path_, *new_sources.value(), cls.field("new_sources"));
-        auto limit = read_level(level, settings, cpus_);
+        auto limit = read_level(level, settings, options_.cpus);
         if (!limit) return limit.error();
         entry.new_sources = limit.value();
     }
     if (aggregate.value()) {
         const Fields level(path_, *aggregate.value(), cls.field("aggregate"));
-        auto limit = read_aggregate(level, settings, cpus_);
+        auto limit = read_aggregate(level, settings, options_.cpus);
         if (!limit) return limit.error();
         entry.aggregate = limit.value().level;
         entry.aggregate_window = limit.value().window;
@@ -291,7 +282,7 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
     }
     if (fleet.value()) {
         const Fields fleet_fields(path_, *fleet.value(), cls.field("fleet"));
-        if (!fleet_leasing_)
+        if (!options_.fleet_leasing)
             return fleet_fields.here("this daemon has no [fleet] servers in its config to lease the quota from");
         auto quota = read_fleet(fleet_fields, settings);
         if (!quota) return quota.error();
@@ -357,7 +348,7 @@ Result<LoadedPolicy> PolicyReader::read(const toml::table& root, const std::map<
     if (!global_table) return global_table.error();
     if (global_table.value()) {
         const Fields level(path_, *global_table.value(), "global");
-        auto limit = read_level(level, defaults_, cpus_);
+        auto limit = read_level(level, defaults_, options_.cpus);
         if (!limit) return limit.error();
         global = limit.value();
     }
@@ -396,7 +387,7 @@ Result<LoadedPolicy> PolicyReader::read(const toml::table& root, const std::map<
 
     auto ids = assign_ids(classes, previous_ids);
     if (!ids) return ids.error();
-    auto requests = read_requests(path_, root, fleet_leasing_);
+    auto requests = read_requests(path_, root, options_.fleet_leasing);
     if (!requests) return requests.error();
 
     LoadedPolicy loaded;
@@ -425,7 +416,10 @@ Result<LoadedPolicy> PolicyReader::read(const toml::table& root, const std::map<
     policy.requests = std::move(requests.value().classes);
     policy.request_domains = std::move(requests.value().domains);
 
+    sort_prefixes(policy.prefixes);
     mark_prefix_families(policy);
+    if (auto fits = check_prefix_capacity(policy, options_.prefix_capacity, "prefix_capacity"); !fits)
+        return Error{std::string(path_) + ": " + fits.error().message, fits.error().setting};
     // validate() refuses version 0, which here only means "the daemon numbers
     // it"; everything else it checks must hold already.
     policy.header.version = loaded.version ? loaded.version : 1;

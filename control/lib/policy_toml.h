@@ -20,6 +20,9 @@ struct PolicyLoadOptions {
     // Whether the daemon can lease fleet quotas (its config has [fleet]):
     // without, a class's fleet table is refused rather than never leased.
     bool fleet_leasing = true;
+    // Prefixes per address family the dataplanes' tables hold (sluiced.toml
+    // prefix_capacity): a policy with more is refused with both numbers.
+    uint32_t prefix_capacity = SLUICE_PREFIX_CAPACITY_DEFAULT;
 };
 
 struct LoadedPolicy {

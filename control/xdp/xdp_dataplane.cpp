@@ -87,10 +87,13 @@ Status XdpDataplane::load(const XdpOptions& options) {
     skel_->rodata->sluice_set_mask = source_sets_ - 1;
     if (const int err = bpf_map__set_max_entries(skel_->maps.sluice_sources, source_sets_))
         return syscall_error(SyscallOp::load, "sizing the source table", error_code(err));
-    // The tries hold every policy slot's prefixes: sized here from abi.h, the
-    // number the policy loader enforces, whatever the BPF object says.
+    if (options.prefix_capacity < 1 || options.prefix_capacity > SLUICE_PREFIX_CAPACITY_MAX)
+        return Error{"prefix capacity " + std::to_string(options.prefix_capacity) + " is outside 1.." +
+                     std::to_string(SLUICE_PREFIX_CAPACITY_MAX) + " prefixes per family"};
+    prefix_capacity_ = options.prefix_capacity;
+    // The tries hold both policy slots' prefixes.
     for (bpf_map* trie : {skel_->maps.sluice_lpm_v4, skel_->maps.sluice_lpm_v6})
-        if (const int err = bpf_map__set_max_entries(trie, SLUICE_POLICY_SLOTS * SLUICE_MAX_PREFIXES_PER_FAMILY))
+        if (const int err = bpf_map__set_max_entries(trie, SLUICE_POLICY_SLOTS * options.prefix_capacity))
             return syscall_error(SyscallOp::load, "sizing the prefix tries", error_code(err));
 
     if (!pin_dir_.empty()) {
@@ -354,6 +357,7 @@ Status XdpDataplane::write_slot(uint32_t slot, const CompiledPolicy& policy) {
 
 Status XdpDataplane::apply(const CompiledPolicy& policy) {
     if (auto status = validate(policy); !status) return status;
+    if (auto status = check_prefix_capacity(policy, prefix_capacity_, "prefix_capacity"); !status) return status;
     std::lock_guard<std::mutex> lock(apply_mutex_);
     const int active_fd = bpf_map__fd(skel_->maps.sluice_active);
     const uint32_t zero = 0;

@@ -41,6 +41,10 @@ struct XdpOptions {
     // sets (SLUICE_SOURCE_CAPACITY_MIN .. _MAX; 8 bytes each, whatever the
     // number of CPUs).
     uint32_t source_capacity = SLUICE_SOURCE_CAPACITY_DEFAULT;
+    // Prefixes a policy may have per address family (1..SLUICE_PREFIX_CAPACITY_MAX):
+    // each family's trie holds this many per policy slot. Its nodes are
+    // allocated as prefixes are written, so an unused capacity costs nothing.
+    uint32_t prefix_capacity = SLUICE_PREFIX_CAPACITY_DEFAULT;
     // The least drop sampling period (a power of two): one drop in this many
     // becomes a ring buffer event until a flood would overrun the ring, when
     // drain_events raises it (control/lib/drop_sampling.h).
@@ -158,6 +162,7 @@ class XdpDataplane : public EnforcementPoint {
     std::string pin_dir_;
     uint32_t cpus_ = 0;
     uint32_t source_sets_ = 0;
+    uint32_t prefix_capacity_ = SLUICE_PREFIX_CAPACITY_DEFAULT;  // per family and slot
     sluice_hash_key hash_key_{};
     bool adopted_meta_ = false;  // hash_key_ came from pinned maps
     bool test_clock_ = false;

@@ -228,6 +228,7 @@ class PolicyBuilder {
     }
     CompiledPolicy build() const {
         CompiledPolicy policy = policy_;
+        sort_prefixes(policy.prefixes);
         mark_prefix_families(policy);
         const Status valid = validate(policy);
         EXPECT_TRUE(valid.ok()) << describe(valid);

@@ -68,7 +68,7 @@ TEST(CompiledPolicy, DefaultAndPrefixClassesMustExist) {
 
 TEST(CompiledPolicy, DuplicatePrefixesAreRefused) {
     CompiledPolicy p = two_classes();
-    p.prefixes.push_back(parse_prefix("198.51.100.0/24", 1).value());
+    p.prefixes.insert(p.prefixes.begin(), parse_prefix("198.51.100.0/24", 1).value());
     EXPECT_THAT(error_of(p), HasSubstr("prefix 198.51.100.0/24 appears twice"));
 }
 
@@ -230,20 +230,70 @@ TEST(CompiledPolicy, ShapedClassesAreBoundedAndDrainAtAnAggregateRate) {
     EXPECT_TRUE(validate(bad).ok());
 }
 
-TEST(CompiledPolicy, TooManyPrefixesOfOneFamily) {
+TEST(CompiledPolicy, PrefixCapacityIsCheckedPerFamilyWithBothNumbers) {
     CompiledPolicy p = two_classes();
-    for (uint32_t i = 0; i <= kMaxPrefixesPerFamily; i++) {
+    for (uint32_t i = 0; i < 5; i++) {
         PolicyPrefix prefix;
-        prefix.family = SLUICE_FAMILY_IPV4;
+        prefix.family = i < 3 ? SLUICE_FAMILY_IPV4 : SLUICE_FAMILY_IPV6;
         prefix.length = 32;
         prefix.addr[0] = 10;
-        prefix.addr[2] = static_cast<uint8_t>(i >> 8);
         prefix.addr[3] = static_cast<uint8_t>(i);
         prefix.class_id = 1;
         p.prefixes.push_back(prefix);
     }
+    sort_prefixes(p.prefixes);
     mark_prefix_families(p);
-    EXPECT_THAT(error_of(p), HasSubstr("more than 4096 prefixes"));
+    ASSERT_TRUE(validate(p).ok()) << error_of(p);
+    EXPECT_TRUE(check_prefix_capacity(p, 4, "prefix_capacity").ok());  // with two_classes()' 198.51.100.0/24
+    const Status refused = check_prefix_capacity(p, 3, "prefix_capacity");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().message,
+              "the policy has 4 IPv4 prefixes; the dataplane holds 3 per family (raise prefix_capacity, at most " +
+                  std::to_string(SLUICE_PREFIX_CAPACITY_MAX) + ")");
+    EXPECT_EQ(refused.error().setting, "prefix_capacity");
+}
+
+TEST(CompiledPolicy, PrefixesMustBeSortedAndUnique) {
+    CompiledPolicy p = two_classes();
+    p.prefixes.clear();
+    for (const uint8_t last : {2, 1}) {
+        PolicyPrefix prefix;
+        prefix.length = 32;
+        prefix.addr[0] = 10;
+        prefix.addr[3] = last;
+        prefix.class_id = 1;
+        p.prefixes.push_back(prefix);
+    }
+    mark_prefix_families(p);
+    EXPECT_THAT(error_of(p), HasSubstr("10.0.0.1/32 is out of order"));  // after 10.0.0.2/32
+    sort_prefixes(p.prefixes);
+    EXPECT_TRUE(validate(p).ok());
+    p.prefixes.push_back(p.prefixes.back());
+    EXPECT_THAT(error_of(p), HasSubstr("10.0.0.2/32 appears twice"));
+}
+
+TEST(CompiledPolicy, PrefixChangesAreTheRemovedAndTheNewOrMoved) {
+    const auto prefix = [](uint8_t last, uint32_t class_id) {
+        PolicyPrefix p;
+        p.length = 32;
+        p.addr[0] = 10;
+        p.addr[3] = last;
+        p.class_id = class_id;
+        return p;
+    };
+    const std::vector<PolicyPrefix> from = {prefix(1, 1), prefix(2, 1), prefix(3, 1)};
+    const std::vector<PolicyPrefix> to = {prefix(2, 1), prefix(3, 2), prefix(4, 1)};
+    const PrefixChanges changes = prefix_changes(from, to);
+    ASSERT_EQ(changes.removed.size(), 1u);
+    EXPECT_EQ(changes.removed[0].addr[3], 1);
+    ASSERT_EQ(changes.written.size(), 2u);
+    EXPECT_EQ(changes.written[0].addr[3], 3);
+    EXPECT_EQ(changes.written[0].class_id, 2u);
+    EXPECT_EQ(changes.written[1].addr[3], 4);
+    EXPECT_TRUE(prefix_changes(to, to).removed.empty());
+    EXPECT_TRUE(prefix_changes(to, to).written.empty());
+    EXPECT_EQ(prefix_changes({}, to).written.size(), 3u);
+    EXPECT_EQ(prefix_changes(to, {}).removed.size(), 3u);
 }
 
 TEST(CompiledPolicy, PrefixFamilyFlagsMustMatchThePrefixes) {

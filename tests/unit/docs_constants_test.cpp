@@ -48,7 +48,8 @@ TEST(DocsConstants, TheReadmeStatesThePolicyLimitsAndDefaultsOfAbiH) {
     const std::string readme = read_doc(kExamples.parent_path() / "README.md");
     for (const std::string& stated : {
              "Limits of one policy: " + std::to_string(SLUICE_MAX_CLASSES - 1) + " classes; " +
-                 std::to_string(SLUICE_MAX_PREFIXES_PER_FAMILY) + " prefixes per address family; rate 1.." +
+                 "`prefix_capacity` prefixes per address family (default " + with_commas(SLUICE_PREFIX_CAPACITY_DEFAULT) +
+                 ", at most " + with_commas(SLUICE_PREFIX_CAPACITY_MAX) + "); rate 1.." +
                  power_of_ten(SLUICE_RATE_MAX) + " per second;\nburst 1.." + power_of_ten(SLUICE_BURST_MAX),
              "The default `source_capacity`, " + with_commas(SLUICE_SOURCE_CAPACITY_DEFAULT) + " entries (" +
                  std::to_string(SLUICE_SOURCE_CAPACITY_DEFAULT * sizeof(__u64) >> 20) + " MiB;",
@@ -74,8 +75,9 @@ TEST(DocsConstants, TheArchitectureStatesTheBoundsOfAbiH) {
              joined("default ", power_of_two(SLUICE_SOURCE_CAPACITY_DEFAULT), " (",
                     SLUICE_SOURCE_CAPACITY_DEFAULT * sizeof(__u64) >> 20, " MiB), ", SLUICE_SOURCE_CAPACITY_MIN, " .. ",
                     power_of_two(SLUICE_SOURCE_CAPACITY_MAX)),
-             joined("≤ ", SLUICE_MAX_CLASSES - 1, " classes, ≤ ", SLUICE_MAX_PREFIXES_PER_FAMILY,
-                    " prefixes per address family per slot"),
+             joined("≤ ", SLUICE_MAX_CLASSES - 1, " classes, ≤ prefix_capacity (default ",
+                    power_of_two(SLUICE_PREFIX_CAPACITY_DEFAULT), ", at most ", power_of_two(SLUICE_PREFIX_CAPACITY_MAX),
+                    ") prefixes per address family per slot"),
              joined("one drop in ", SLUICE_DROP_SAMPLE_PERIOD_DEFAULT, " by default"),
              joined("≤ ", with_commas(SLUICE_SHAPE_QUEUE_MAX), " packets, ≤ ", SLUICE_SHAPE_MAX_DELAY_NS / SLUICE_NANO,
                     " s of delay"),
@@ -85,8 +87,9 @@ TEST(DocsConstants, TheArchitectureStatesTheBoundsOfAbiH) {
 
 TEST(DocsConstants, ThePolicySchemaStatesThePrefixLimit) {
     const std::string schema = read_doc(kExamples / "policy-schema.md");
-    const std::string count = std::to_string(SLUICE_MAX_PREFIXES_PER_FAMILY);
-    const std::string stated = "At most " + count + " IPv4 and " + count + " IPv6 prefixes in a policy";
+    const std::string stated = "At most `prefix_capacity` IPv4 and as many IPv6 prefixes in a policy (default " +
+                               with_commas(SLUICE_PREFIX_CAPACITY_DEFAULT) + ", at most " +
+                               with_commas(SLUICE_PREFIX_CAPACITY_MAX) + ")";
     EXPECT_NE(schema.find(stated), std::string::npos) << "policy-schema.md should say: " << stated;
 }
 

@@ -1234,10 +1234,16 @@ TEST(PolicyToml, AtMost255Classes) {
                 StartsWith("p.toml:513:1: class #256: a policy holds at most 255 classes (ids 1..255)"));
 }
 
-TEST(PolicyToml, AtMost4096PrefixesPerFamily) {
-    EXPECT_TRUE(load(many_prefixes(4096)).ok());
-    EXPECT_THAT(error_of(many_prefixes(4097)),
-                StartsWith("p.toml:4100:1: class \"default\".match[4096]: more than 4096 IPv4 prefixes"));
+TEST(PolicyToml, PrefixesBeyondTheCapacityAreRefusedWithTheNumbers) {
+    PolicyLoadOptions options{4};
+    options.prefix_capacity = 300;
+    EXPECT_TRUE(load_policy_toml(many_prefixes(300), "p.toml", {}, options).ok());
+    auto refused = load_policy_toml(many_prefixes(301), "p.toml", {}, options);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().message,
+              "p.toml: the policy has 301 IPv4 prefixes; the dataplane holds 300 per family (raise prefix_capacity, "
+              "at most 16777216)");
+    EXPECT_EQ(refused.error().setting, "prefix_capacity");
 }
 
 TEST(PolicyToml, SourcePrefixSetTwiceMustAgree) {

@@ -409,9 +409,12 @@ SLUICE_STATIC_ASSERT(sizeof(struct sluice_hash_key) == 48, "sluice_hash_key layo
  * family: the slot is the first 32 bits of the key, always part of the
  * prefix, so a lookup in slot s only ever matches slot s's entries. */
 #define SLUICE_LPM_SLOT_BITS 32
-/* Prefixes one policy may have per address family: the control plane
- * refuses more, and the XDP tries hold this many per policy slot. */
-#define SLUICE_MAX_PREFIXES_PER_FAMILY 4096U
+/* Prefixes one policy may have per address family. The operator sets it
+ * (sluiced.toml prefix_capacity, sluice-dpdk --prefix-capacity) within
+ * 1..MAX; the control plane refuses a policy with more, and each policy slot's
+ * tries hold this many. */
+#define SLUICE_PREFIX_CAPACITY_DEFAULT (1U << 20)
+#define SLUICE_PREFIX_CAPACITY_MAX (1U << 24)
 
 struct sluice_lpm_v4_key {
 	__u32 prefixlen; /* SLUICE_LPM_SLOT_BITS + address prefix length */
