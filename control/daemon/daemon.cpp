@@ -375,6 +375,13 @@ void Daemon::sync_request_policy() {
     request_version_ = current.version;
 }
 
+void Daemon::settle_dataplanes() {
+    for (const auto& [name, interface] : interfaces_)
+        if (auto settled = interface->dataplane().settle(); !settled)
+            log(LogLevel::warn, "cannot prepare the standby policy slot; the next push writes every prefix",
+                {{"interface", name}, {"error", settled.error().message}});
+}
+
 void Daemon::sync_pushed_version() {
     sync_fleet_quotas();
     sync_request_policy();
@@ -532,6 +539,7 @@ Status Daemon::run(DaemonSignals& signals) {
         const auto now = Clock::now();
         if (now - last_sample_ >= kSampleInterval) {
             check_interfaces();
+            settle_dataplanes();
             sample_counters();
             publish_metrics();
             last_sample_ = now;

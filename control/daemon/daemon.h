@@ -130,6 +130,8 @@ class Daemon {
     // dataplanes run the new version when the caller hears "applied", so the
     // request limiter (a proxy's next request) and the leasers must too.
     void sync_pushed_version();
+    // Dataplane::settle() on every interface, after the replies are out.
+    void settle_dataplanes();
     nlohmann::json request_status_json() const;  // null without [request]
     nlohmann::json request_stats_json() const;   // null without [request]
     // The leaser takes (and gives back) fleet credit of an interface's dataplane.

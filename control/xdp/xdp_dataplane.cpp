@@ -120,6 +120,9 @@ Status XdpDataplane::load(const XdpOptions& options) {
         return syscall_error(SyscallOp::load, "loading ebpf/sluice.bpf.c into the kernel (the verifier's log is above)",
                              error_code(err));
     if (auto status = adopt_or_stamp_meta(); !status) return status;
+    // New tries hold nothing; adopted ones are read as unknown and emptied at their first write.
+    if (!adopted_meta_)
+        for (auto& held : slot_prefixes_) held.emplace();
     if (auto status = map_shared(skel_->maps.sluice_sources, uint64_t{source_sets_} * sizeof(sluice_source_set),
                                  "the source table", sources_);
         !status)
@@ -354,7 +357,7 @@ Status XdpDataplane::change_lpm_slot(int map_fd, uint32_t slot, uint8_t family, 
     return ok_status();
 }
 
-Status XdpDataplane::write_slot_prefixes(uint32_t slot, const std::vector<PolicyPrefix>& prefixes) {
+Status XdpDataplane::write_slot_prefixes(uint32_t slot, const std::vector<PolicyPrefix>& prefixes, uint64_t version) {
     const int v4_fd = bpf_map__fd(skel_->maps.sluice_lpm_v4);
     const int v6_fd = bpf_map__fd(skel_->maps.sluice_lpm_v6);
     // What the slot holds is known once this process wrote it; a slot of
@@ -373,6 +376,12 @@ Status XdpDataplane::write_slot_prefixes(uint32_t slot, const std::vector<Policy
     if (auto status = change_lpm_slot<sluice_lpm_v6_key>(v6_fd, slot, SLUICE_FAMILY_IPV6, changes); !status)
         return status;
     held = prefixes;
+    log(LogLevel::info, "policy slot written",
+        {{"slot", std::to_string(slot)},
+         {"version", std::to_string(version)},
+         {"prefixes", std::to_string(prefixes.size())},
+         {"prefixes_written", std::to_string(changes.written.size())},
+         {"prefixes_removed", std::to_string(changes.removed.size())}});
     return ok_status();
 }
 
@@ -386,7 +395,7 @@ Status XdpDataplane::write_slot(uint32_t slot, const CompiledPolicy& policy, con
             return syscall_error(SyscallOp::map_update, "writing class " + std::to_string(id), error_code(err));
     }
 
-    if (auto status = write_slot_prefixes(slot, prefixes); !status) return status;
+    if (auto status = write_slot_prefixes(slot, prefixes, policy.header.version); !status) return status;
 
     const int policy_fd = bpf_map__fd(skel_->maps.sluice_policy);
     if (const int err = bpf_map_update_elem(policy_fd, &slot, &policy.header, BPF_ANY))
@@ -418,10 +427,30 @@ Status XdpDataplane::apply(const CompiledPolicy& policy) {
     if (auto status = write_slot(target, next, policy.prefixes); !status) return status;
     if (const int err = bpf_map_update_elem(active_fd, &zero, &target, BPF_ANY))
         return syscall_error(SyscallOp::map_update, "flipping the active policy slot", error_code(err));
+
     for (const CountRestart& restart : restarts)
         log(LogLevel::info, describe(restart), {{"version", std::to_string(policy.header.version)}});
     window_restarts_.fetch_add(restarts.size(), std::memory_order_relaxed);
     return ok_status();
+}
+
+Status XdpDataplane::settle() {
+    std::lock_guard<std::mutex> lock(apply_mutex_);
+    const uint32_t zero = 0;
+    uint32_t active = 0;
+    if (const int err = bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sluice_active), &zero, &active))
+        return syscall_error(SyscallOp::map_lookup, "reading the active policy slot", error_code(err));
+    active &= SLUICE_POLICY_SLOTS - 1;
+    // The next version goes into the slot just left, as what it holds plus
+    // the difference. After a load into new or adopted tries that slot holds
+    // none of the running prefixes: it gets them once, so the next push
+    // writes only its own changes.
+    const std::optional<std::vector<PolicyPrefix>>& running = slot_prefixes_[active];
+    const std::optional<std::vector<PolicyPrefix>>& left = slot_prefixes_[active ^ 1];
+    if (!running || running->empty() || (left && !left->empty())) return ok_status();
+    if (auto status = wait_for_readers(); !status) return status;
+    auto version = active_version();
+    return write_slot_prefixes(active ^ 1, *running, version ? version.value() : 0);
 }
 
 Result<std::vector<sluice_class_entry>> XdpDataplane::read_classes(uint32_t slot) {

@@ -73,6 +73,7 @@ class XdpDataplane : public EnforcementPoint {
     Status apply(const CompiledPolicy& policy) override;
     // The active slot's policy version (0 before the first apply).
     Result<uint64_t> active_version() override;
+    Status settle() override;
 
     Result<std::vector<sluice_counter>> counters() override;
     Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats() override;
@@ -124,7 +125,9 @@ class XdpDataplane : public EnforcementPoint {
     Status wait_for_readers();
     // Writes `policy`'s header and classes and `prefixes` into `slot`.
     Status write_slot(uint32_t slot, const CompiledPolicy& policy, const std::vector<PolicyPrefix>& prefixes);
-    Status write_slot_prefixes(uint32_t slot, const std::vector<PolicyPrefix>& prefixes);
+    // Makes `slot`'s trie entries `prefixes`, writing only the difference
+    // from what it holds when that is known.
+    Status write_slot_prefixes(uint32_t slot, const std::vector<PolicyPrefix>& prefixes, uint64_t version);
     template <class LpmKey>
     Status change_lpm_slot(int map_fd, uint32_t slot, uint8_t family, const PrefixChanges& changes);
     // The class entries a slot holds (those of defined classes).

@@ -128,7 +128,8 @@ inline SharedDataplane& shared_dataplane() {
 
 inline bool same_options(const XdpOptions& a, const XdpOptions& b) {
     return a.test_clock == b.test_clock && a.coarse_clock == b.coarse_clock && a.source_capacity == b.source_capacity &&
-           a.drop_sample_period == b.drop_sample_period && a.pin_dir == b.pin_dir;
+           a.drop_sample_period == b.drop_sample_period && a.prefix_capacity == b.prefix_capacity &&
+           a.pin_dir == b.pin_dir;
 }
 
 class XdpTest : public ::testing::Test {

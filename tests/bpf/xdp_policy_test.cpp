@@ -71,6 +71,38 @@ TEST_F(XdpPolicy, StalePrefixesOfAnOlderVersionAreGone) {
     scenarios::stale_prefixes_of_an_older_version_are_gone(*this);
 }
 
+TEST_F(XdpPolicy, PrefixChangesClassifyAsAFreshTableWould) {
+    scenarios::prefix_changes_classify_as_a_fresh_table_would(*this);
+}
+
+// Tries sized for two prefixes per family.
+class XdpSmallPrefixCapacity : public XdpTest {
+  protected:
+    XdpOptions options() const override {
+        XdpOptions opts = XdpTest::options();
+        opts.prefix_capacity = 2;
+        return opts;
+    }
+};
+
+TEST_F(XdpSmallPrefixCapacity, APolicyOverTheCapacityIsRefusedWithTheNumbersAndTheRunningOneKept) {
+    const auto policy = [&](uint64_t version, int v4_prefixes) {
+        auto builder = this->policy(version);
+        builder.add({.id = 1, .action = SLUICE_ACTION_PASS}).add({.id = 2, .action = SLUICE_ACTION_DROP});
+        for (int i = 0; i < v4_prefixes; i++) builder.prefix("10.0." + std::to_string(i) + ".0/24", 2);
+        return builder.prefix("2001:db8::/32", 2).prefix("2001:db9::/32", 2).build();
+    };
+    apply(policy(1, 2));
+    const Status refused = dp_->apply(policy(2, 3));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().message,
+              "the policy has 3 IPv4 prefixes; the dataplane holds 2 per family (raise prefix_capacity, at most " +
+                  std::to_string(SLUICE_PREFIX_CAPACITY_MAX) + ")");
+    EXPECT_EQ(dp_->active_version().value(), 1u);
+    EXPECT_EQ(verdicts(udp_from("10.0.1.1"), 1), "D");
+    EXPECT_EQ(verdicts(udp_from("10.0.2.1"), 1), "P");
+}
+
 TEST_F(XdpPolicy, InvalidPolicyIsRefusedAndTheRunningOneKept) {
     apply(policy(1).add({.id = 1, .per_source = packets(2)}).build());
     const Bytes frame = udp_from("192.0.2.50");

@@ -1099,6 +1099,50 @@ void stale_prefixes_of_an_older_version_are_gone(Target& t) {
     EXPECT_EQ(t.verdicts(udp_from("10.0.0.1"), 1), "P");
 }
 
+// Versions that add, remove and move prefixes, and come back to earlier
+// sets, while the dataplane writes only what changed between slots: after
+// each, every probe classifies as a longest-prefix match over that version's
+// prefixes says (a model here, not the dataplane's code).
+template <class Target>
+void prefix_changes_classify_as_a_fresh_table_would(Target& t) {
+    using Prefixes = std::vector<std::pair<std::string, uint32_t>>;  // CIDR, class (2 drop, 3 pass)
+    const Prefixes a = {{"10.0.0.0/8", 2}, {"192.0.2.0/24", 2}, {"198.51.100.7/32", 2}, {"2001:db8::/32", 2}};
+    const Prefixes b = {{"10.0.0.0/8", 3},      {"10.1.0.0/16", 2},   {"198.51.100.7/32", 2},
+                        {"203.0.113.0/24", 2}, {"2001:db8::/32", 3}, {"2001:db8:5::/48", 2}};
+    const std::vector<std::string> probes = {"10.0.0.1",     "10.1.0.1",     "192.0.2.1",   "203.0.113.1",
+                                             "198.51.100.7", "198.51.100.8", "2001:db8::1", "2001:db8:5::1",
+                                             "2001:db9::1"};
+    // The class a probe's longest match gives, or 1 (the default, pass).
+    const auto expected = [](const Prefixes& prefixes, const std::string& probe) {
+        PolicyPrefix address = parse_prefix(probe, 0).value();
+        int best = -1;
+        uint32_t cls = 1;
+        for (const auto& [cidr, id] : prefixes) {
+            PolicyPrefix p = parse_prefix(cidr, id).value();
+            address.length = p.length;
+            if (p.family == address.family && masked_prefix(address).addr == p.addr && p.length > best) {
+                best = p.length;
+                cls = id;
+            }
+        }
+        return cls == 2 ? "D" : "P";
+    };
+    uint64_t version = 0;
+    for (const Prefixes* prefixes : {&a, &b, &a, &b, static_cast<const Prefixes*>(nullptr), &a, &a}) {
+        auto policy = t.policy(++version);
+        policy.add({.id = 1, .action = SLUICE_ACTION_PASS})
+            .add({.id = 2, .action = SLUICE_ACTION_DROP})
+            .add({.id = 3, .action = SLUICE_ACTION_PASS});
+        const Prefixes none;
+        const Prefixes& applied = prefixes ? *prefixes : none;
+        for (const auto& [cidr, id] : applied) policy.prefix(cidr, id);
+        t.apply(policy.build());
+        for (const std::string& probe : probes)
+            EXPECT_EQ(t.verdicts(udp_from(probe), 1), expected(applied, probe))
+                << probe << " after version " << version;
+    }
+}
+
 // ---- a full source table (run once per on_table_full choice) ------------------------
 
 // Precondition of the table-full scenarios: the target's source table holds
