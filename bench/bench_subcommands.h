@@ -24,6 +24,7 @@ struct DecideOptions {
     uint32_t repeat = 2'000'000;  // runs per BPF_PROG_TEST_RUN call
     uint64_t rounds = 21;
     uint32_t sources = 1u << 20;  // the many-sources case
+    uint32_t prefixes = 1u << 20;  // per family, the prefix table's large policy (next to 10)
 };
 
 struct VethOptions {

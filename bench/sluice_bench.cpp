@@ -114,6 +114,10 @@ int main(int argc, char** argv) {
         .option("--sources", "N", decide.sources, uint32_t{1} << 12,
                 "the many-sources case (the source is 10.0.0.0 + counter & (N-1))")
         ->check(power_of_two(2, 1u << 24));
+    decide_command
+        .option("--prefixes", "N", decide.prefixes, uint32_t{1} << 10,
+                "prefixes per family of the large policy in the prefix table (next to 10)")
+        ->check(CLI::Range(uint32_t{11}, uint32_t{SLUICE_PREFIX_CAPACITY_MAX}));
 
     VethOptions veth;
     Subcommand veth_command(
