@@ -232,6 +232,24 @@ TEST_F(FleetBenchSmoke, FleetReportsRoundTripsBoundAndRedisCapacity) {
     }
 }
 
+TEST_F(BenchSmoke, PushReportsApplyAndEndToEndTimes) {
+    const auto results = smoke("push");
+    ASSERT_TRUE(results.is_array());
+    std::map<std::string, std::vector<std::string>> steps;  // by part
+    for (const auto& row : results) {
+        steps[row.value("part", "")].push_back(row.value("step", ""));
+        EXPECT_TRUE(is_figure(row.value("ms", nlohmann::json{}))) << row.dump();
+    }
+    // --smoke: sizes 10 and 1000 (load, again), then two changes to the 1000.
+    const std::vector<std::string> expected = {"load", "again", "load", "again", "change", "change"};
+    EXPECT_EQ(steps["dataplane"], expected);
+    EXPECT_EQ(steps["daemon"], expected);
+    // The daemon's temp dirs (config, policy, prefix files) are gone.
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator("/tmp", ec))
+        EXPECT_NE(entry.path().filename().string().rfind("sluice-bench-push-", 0), 0u) << entry.path();
+}
+
 // http needs nginx and wrk, not BPF: its own fixture.
 class HttpBenchSmoke : public BenchSmoke {
   protected:
