@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,9 @@ struct Invocation {
     std::string verb;                                // the protocol verb, "policy.push"...
     nlohmann::json args = nlohmann::json::object();  // its args; policy push adds "text" after reading
     std::string policy_file;                         // policy push: FILE as given, "-" for stdin
+    // policy push: the prefix lists FILE's match_files name, by that name,
+    // sent as attachments
+    std::map<std::string, std::string> attachments;
     bool show_source = false;                        // policy show --source
     bool dry_run = false;                            // push/rollback --dry-run
     // stats and top --watch: ask again every interval_s until stopped, or

@@ -23,6 +23,7 @@
 #include "cli_args.h"
 #include "cli_output.h"
 #include "control_client.h"
+#include "policy_toml.h"
 #include "result.h"
 #include "unique_fd.h"
 
@@ -35,8 +36,9 @@ using Clock = std::chrono::steady_clock;
 // Cursor home, then erase the screen: what top(1) and watch(1) do.
 constexpr std::string_view kClearScreen = "\x1b[H\x1b[2J";
 
-// Far above any real policy (sluiced refuses requests over 1 MiB by
-// default): only keeps `policy push /dev/zero` from eating memory.
+// Far above any real policy (sluiced refuses request lines over 1 MiB by
+// default; prefix lists travel apart): only keeps `policy push /dev/zero`
+// from eating memory.
 constexpr std::size_t kMaxPolicyFileBytes = 64 * 1024 * 1024;
 
 // What went wrong, for both the stderr line and the --json error object.
@@ -108,7 +110,7 @@ struct Answer {
 };
 
 Answer ask(const Invocation& invocation, ControlClient& client) {
-    const Result<json> result = client.call(invocation.verb, invocation.args);
+    const Result<json> result = client.call(invocation.verb, invocation.args, invocation.attachments);
     if (!result.ok()) return {{}, classify_call_error(result.error())};
     if (invocation.global.json) return {result.value().dump(-1, ' ', false, json::error_handler_t::replace) + "\n", {}};
     Result<std::string> text = format_result(invocation, result.value());
@@ -219,6 +221,11 @@ int run_sluicectl(const std::vector<std::string>& args, const char* socket_env, 
     if (invocation.command == Verb::policy_push) {
         Result<std::string> text = read_policy(invocation.policy_file, in);
         if (!text.ok()) return report({kExitRefused, "invalid", text.error().message, ""}, as_json, out, err);
+        // The lists are read here, with the user's permissions and working
+        // directory, and sent along: sluiced never opens a path a client names.
+        auto lists = read_match_files(text.value(), invocation.policy_file == "-" ? "" : invocation.policy_file);
+        if (!lists.ok()) return report({kExitRefused, "invalid", lists.error().message, ""}, as_json, out, err);
+        invocation.attachments = std::move(lists.value());
         invocation.args["text"] = std::move(text.value());
     }
 

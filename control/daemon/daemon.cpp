@@ -138,6 +138,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config, std::unique_
 
     ControlServerOptions server_options;
     server_options.socket_path = config.socket;
+    server_options.max_attachment_bytes = config.max_push_bytes;
     if (!config.socket_group.empty()) {
         const group* found = getgrnam(config.socket_group.c_str());
         if (found == nullptr) return Error{"socket_group \"" + config.socket_group + "\" is not a group on this host"};
@@ -150,7 +151,9 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config, std::unique_
     auto server = ControlServer::listen(server_options);
     if (!server) return server.error();
 
-    const PolicyLoadOptions load_options{.cpus = host->cpus(), .fleet_leasing = !config.fleet.servers.empty()};
+    const PolicyLoadOptions load_options{.cpus = host->cpus(),
+                                         .fleet_leasing = !config.fleet.servers.empty(),
+                                         .prefix_capacity = config.prefix_capacity};
     auto policy = std::make_unique<PolicyService>(std::move(store.value()), load_options);
     std::unique_ptr<Daemon> daemon(
         new Daemon(std::move(config), std::move(host), std::move(policy), std::move(server.value())));
@@ -275,7 +278,15 @@ void Daemon::reload_policy_file() {
         log(LogLevel::error, "policy file not loaded; the running policy stays", {{"error", text.error().message}});
         return;
     }
-    auto changed = policy_->reload_if_changed(text.value(), config_.policy_file);
+    // The lists its match_files name, read from disk now: a version keeps its own copies.
+    auto texts = read_match_files(text.value(), config_.policy_file);
+    Result<PrefixLists> lists = texts ? parse_prefix_lists(texts.value()) : Result<PrefixLists>(texts.error());
+    if (!lists) {
+        count_push(false);
+        log(LogLevel::error, "policy file refused; the running policy stays", {{"error", lists.error().message}});
+        return;
+    }
+    auto changed = policy_->reload_if_changed(text.value(), config_.policy_file, std::move(lists.value()));
     if (!changed || changed.value()) count_push(changed.ok());
     if (!changed) {
         log(LogLevel::error, "policy file refused; the running policy stays", {{"error", changed.error().message}});

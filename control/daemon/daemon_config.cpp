@@ -20,6 +20,8 @@ namespace {
 // host's sources in debt would not fit.
 constexpr uint32_t kMinSourceCapacity = 1024;
 constexpr uint32_t kMaxSourceCapacity = SLUICE_SOURCE_CAPACITY_MAX;
+// 4 GiB: the prefix lists of SLUICE_PREFIX_CAPACITY_MAX prefixes per family, with room to spare.
+constexpr int64_t kMaxPushBytes = int64_t{1} << 32;
 
 std::string where(std::string_view path, const toml::source_region& region) {
     return std::string(path) + ":" + std::to_string(region.begin.line) + ":" + std::to_string(region.begin.column);
@@ -246,6 +248,22 @@ Status parse_key(std::string_view path, std::string_view key, const toml::node& 
         config.drop_sample_period = static_cast<uint32_t>(period);
         return ok_status();
     }
+    if (key == "prefix_capacity") {
+        const auto* number = value.as_integer();
+        if (number == nullptr || number->get() < 1 || number->get() > SLUICE_PREFIX_CAPACITY_MAX)
+            return at(path, value, key,
+                      "expected an integer in 1.." + std::to_string(SLUICE_PREFIX_CAPACITY_MAX) +
+                          " (prefixes per address family)");
+        config.prefix_capacity = static_cast<uint32_t>(number->get());
+        return ok_status();
+    }
+    if (key == "max_push_bytes") {
+        const auto* number = value.as_integer();
+        if (number == nullptr || number->get() < 1024 || number->get() > kMaxPushBytes)
+            return at(path, value, key, "expected an integer in 1024.." + std::to_string(kMaxPushBytes) + " (bytes)");
+        config.max_push_bytes = static_cast<uint64_t>(number->get());
+        return ok_status();
+    }
     if (key == "interface") {
         const auto* list = value.as_array();
         if (list == nullptr) return at(path, value, key, "expected [[interface]] tables");
@@ -258,7 +276,8 @@ Status parse_key(std::string_view path, std::string_view key, const toml::node& 
     if (key == "request") return parse_request(path, value, config.request);
     return at(path, value, key,
               "unknown key (expected socket, socket_group, state_dir, bpffs_dir, policy_file, metrics_address, "
-              "log_level, detach_on_exit, source_capacity, drop_sample_period, [[interface]], [fleet] or [request])");
+              "log_level, detach_on_exit, source_capacity, drop_sample_period, prefix_capacity, max_push_bytes, "
+              "[[interface]], [fleet] or [request])");
 }
 
 }  // namespace

@@ -67,6 +67,10 @@ struct DaemonConfig {
     // One drop in this many becomes a hot-source event until a flood would
     // overrun the ring, which raises it (a power of two; 1 samples every drop).
     uint32_t drop_sample_period = SLUICE_DROP_SAMPLE_PERIOD_DEFAULT;
+    // Prefixes a policy may have per address family: what the tries hold.
+    uint32_t prefix_capacity = SLUICE_PREFIX_CAPACITY_DEFAULT;
+    // What one push's prefix lists may add up to on the control socket.
+    uint64_t max_push_bytes = kDefaultMaxAttachmentBytes;
     std::vector<InterfaceConfig> interfaces;
     FleetConfig fleet;
     RequestConfig request;

@@ -2,6 +2,7 @@
 // The daemon's verbs (verbs.h): each handler, and the JSON of status, stats
 // and top. The loop and the interfaces' life cycle are in daemon.cpp.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "clock.h"
@@ -64,6 +65,18 @@ json push_json(const PushOutcome& outcome) {
     result["applied"] = outcome.applied;
     result["diff"] = outcome.diff;
     return result;
+}
+
+// A push's prefix lists, sent as attachments: parsed, or why not.
+Result<PrefixLists> attached_lists(const json& args) {
+    const auto attachments = args.find("attachments");
+    if (attachments == args.end()) return PrefixLists{};
+    PrefixListTexts texts;
+    for (const auto& [name, bytes] : attachments->items()) {
+        if (!bytes.is_string()) return control_error(ErrorCode::bad_request, "attachment " + name + " is not bytes");
+        texts.emplace(name, bytes.get_ref<const std::string&>());
+    }
+    return parse_prefix_lists(texts);
 }
 
 // A failure of the daemon itself, not of the request.
@@ -423,8 +436,19 @@ Status Daemon::register_handlers() {
                                      "if_version");
             }
         }
+        const auto start = std::chrono::steady_clock::now();
+        const auto ms_since = [](std::chrono::steady_clock::time_point from) {
+            return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - from).count();
+        };
+        auto lists = attached_lists(args);
+        if (!lists) {
+            if (!dry_run.value()) count_push(false);
+            log(LogLevel::warn, "policy push refused", {{"error", lists.error().message}});
+            return lists.error();
+        }
+        const double lists_ms = ms_since(start);
         auto pushed = policy_->push(text.value(), path.value(), if_version.value(), dry_run.value(),
-                                    "push by uid " + std::to_string(peer.uid));
+                                    "push by uid " + std::to_string(peer.uid), std::move(lists.value()));
         if (!dry_run.value()) count_push(pushed.ok());
         if (!pushed) {
             log(LogLevel::warn, "policy push refused", {{"error", pushed.error().message}});
@@ -436,7 +460,13 @@ Status Daemon::register_handlers() {
                  {"sha256", pushed.value().version.sha256}});
             sync_pushed_version();
         }
-        return push_json(pushed.value());
+        json result = push_json(pushed.value());
+        result["timing_ms"] = {{"lists", lists_ms},
+                               {"compile", pushed.value().compile_ms},
+                               {"dataplane", pushed.value().dataplane_ms},
+                               {"store", pushed.value().store_ms},
+                               {"total", ms_since(start)}};
+        return result;
     });
 
     serve(Verb::policy_rollback, [this](const json& args, const Peer&) -> Result<json> {

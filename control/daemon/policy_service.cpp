@@ -2,12 +2,19 @@
 #include "policy_service.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace sluice {
 namespace {
 
 // The "before" side of a diff when nothing has been committed yet.
 const PolicyVersion kNoVersion{};
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
 
 }  // namespace
 
@@ -41,11 +48,16 @@ std::vector<std::string> PolicyService::target_names() const {
 }
 
 Result<PushOutcome> PolicyService::push(std::string_view text, std::string_view path,
-                                        std::optional<uint64_t> if_version, bool dry_run, std::string origin) {
+                                        std::optional<uint64_t> if_version, bool dry_run, std::string origin,
+                                        PrefixLists lists) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto prepared = store_.prepare(text, path, if_version, std::move(origin), options_);
+    const auto start = Clock::now();
+    auto prepared = store_.prepare(text, path, if_version, std::move(origin), options_, std::move(lists));
     if (!prepared) return prepared.error();
-    return push_prepared(std::move(prepared.value()), dry_run);
+    const double compile_ms = ms_since(start);
+    auto outcome = push_prepared(std::move(prepared.value()), dry_run);
+    if (outcome) outcome.value().compile_ms = compile_ms;
+    return outcome;
 }
 
 Result<PushOutcome> PolicyService::rollback(std::optional<uint64_t> to, bool dry_run) {
@@ -55,10 +67,10 @@ Result<PushOutcome> PolicyService::rollback(std::optional<uint64_t> to, bool dry
     return push_prepared(std::move(prepared.value()), dry_run);
 }
 
-Result<bool> PolicyService::reload_if_changed(std::string_view text, std::string_view path) {
+Result<bool> PolicyService::reload_if_changed(std::string_view text, std::string_view path, PrefixLists lists) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (store_.same_as_current(text)) return false;
-    auto prepared = store_.prepare(text, path, std::nullopt, "reload", options_);
+    if (store_.same_as_current(text, lists)) return false;
+    auto prepared = store_.prepare(text, path, std::nullopt, "reload", options_, std::move(lists));
     if (!prepared) return prepared.error();
     auto pushed = push_prepared(std::move(prepared.value()), false);
     if (!pushed) return pushed.error();
@@ -75,6 +87,7 @@ Result<PushOutcome> PolicyService::push_prepared(PreparedPolicy prepared, bool d
     }
 
     const std::string version_text = "version " + std::to_string(prepared.version.version);
+    const auto apply_start = Clock::now();
     for (size_t k = 0; k < targets_.size(); k++) {
         if (auto applied = targets_[k].dataplane->apply(prepared.loaded.compiled); !applied) {
             return Error{version_text + " not applied: " + describe(k) + " refused it: " + applied.error().message +
@@ -82,8 +95,12 @@ Result<PushOutcome> PolicyService::push_prepared(PreparedPolicy prepared, bool d
                          applied.error().setting};
         }
     }
-    if (auto committed = store_.commit(prepared.version); !committed)
+    outcome.dataplane_ms = ms_since(apply_start);
+    const auto store_start = Clock::now();
+    if (auto committed = store_.commit(prepared.version, prepared.lists); !committed)
         return Error{version_text + " not committed: " + committed.error().message + restore_targets(targets_.size())};
+    outcome.store_ms = ms_since(store_start);
+    remember_facts(prepared.version.version, prepared.loaded.compiled);
 
     // Every target now runs a committed version, so none is stale any more;
     // removed targets were not touched and stay stale.
@@ -156,7 +173,9 @@ Result<CompiledPolicy> PolicyService::compile_current() const {
     const std::optional<PolicyVersion> current = store_.current();
     if (!current) return Error{"no committed policy version"};
     const std::string where = "version " + std::to_string(current->version);
-    auto loaded = load_policy_toml(current->canonical, where, current->class_ids, options_);
+    auto lists = store_.lists_of(*current);
+    if (!lists) return lists.error();
+    auto loaded = load_policy_toml(current->canonical, where, current->class_ids, options_, lists.value());
     if (!loaded) return loaded.error();
     // Its own ids are the only ones offered, so the loader must hand them all
     // back; anything else would move buckets between classes.
@@ -177,6 +196,16 @@ std::optional<PolicyVersion> PolicyService::current() const {
     return store_.current();
 }
 
+void PolicyService::remember_facts(uint64_t version, const CompiledPolicy& compiled) const {
+    facts_ = CurrentFacts{};
+    facts_.version = version;
+    for (const sluice_class_entry& cls : compiled.classes)
+        if (cls.shadow) facts_.shadow.insert(cls.class_id);
+    facts_.fleet = compiled.fleet;
+    facts_.requests = compiled.requests;
+    facts_.request_domains = compiled.request_domains;
+}
+
 const PolicyService::CurrentFacts& PolicyService::current_facts() const {
     const std::optional<PolicyVersion> current = store_.current();
     const uint64_t version = current ? current->version : 0;
@@ -185,15 +214,8 @@ const PolicyService::CurrentFacts& PolicyService::current_facts() const {
         facts_.version = version;
         // Committed, so it compiled before; if it no longer does, it has no
         // class in shadow and no fleet quota.
-        if (current) {
-            if (auto compiled = compile_current()) {
-                for (const sluice_class_entry& cls : compiled.value().classes)
-                    if (cls.shadow) facts_.shadow.insert(cls.class_id);
-                facts_.fleet = std::move(compiled.value().fleet);
-                facts_.requests = std::move(compiled.value().requests);
-                facts_.request_domains = std::move(compiled.value().request_domains);
-            }
-        }
+        if (current)
+            if (auto compiled = compile_current()) remember_facts(version, compiled.value());
     }
     return facts_;
 }

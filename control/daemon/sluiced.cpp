@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
     sluice::set_log_level(config.value().log_level);
     raise_open_files_limit();
     auto host = sluice::XdpHost::create(
-        {config.value().bpffs_dir, config.value().source_capacity, config.value().drop_sample_period});
+        {config.value().bpffs_dir, config.value().source_capacity, config.value().drop_sample_period,
+         config.value().prefix_capacity});
     if (!host) {
         sluice::log(sluice::LogLevel::error, "cannot start", {{"error", host.error().message}});
         return 1;

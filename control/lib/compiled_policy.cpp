@@ -101,21 +101,6 @@ Status valid_aggregate_window(const sluice_class_entry& cls, const std::string& 
     return ok_status();
 }
 
-// No bit set past the prefix's length.
-bool host_bits_clear(const PolicyPrefix& p) {
-    const unsigned full = p.length / 8;
-    if (p.length % 8 && (p.addr[full] & (0xffu >> (p.length % 8)))) return false;
-    for (unsigned byte = full + (p.length % 8 ? 1 : 0); byte < p.addr.size(); byte++)
-        if (p.addr[byte]) return false;
-    return true;
-}
-
-std::string prefix_text(const PolicyPrefix& p) {
-    char text[INET6_ADDRSTRLEN] = "?";
-    inet_ntop(p.family == SLUICE_FAMILY_IPV4 ? AF_INET : AF_INET6, p.addr.data(), text, sizeof(text));
-    return std::string(text) + "/" + std::to_string(p.length);
-}
-
 // The policy's spelling of a unit.
 std::string unit_text(uint8_t unit) {
     switch (unit) {
@@ -260,9 +245,35 @@ Status validate(const CompiledPolicy& policy) {
     return validate_requests(policy);
 }
 
+bool host_bits_clear(const PolicyPrefix& p) {
+    const unsigned full = p.length / 8;
+    if (p.length % 8 && (p.addr[full] & (0xffu >> (p.length % 8)))) return false;
+    for (unsigned byte = full + (p.length % 8 ? 1 : 0); byte < p.addr.size(); byte++)
+        if (p.addr[byte]) return false;
+    return true;
+}
+
+std::string prefix_text(const PolicyPrefix& p) {
+    char text[INET6_ADDRSTRLEN] = "?";
+    inet_ntop(p.family == SLUICE_FAMILY_IPV4 ? AF_INET : AF_INET6, p.addr.data(), text, sizeof(text));
+    return std::string(text) + "/" + std::to_string(p.length);
+}
+
+PolicyPrefix masked_prefix(PolicyPrefix p) {
+    for (unsigned bit = p.length; bit < p.addr.size() * 8; bit++) p.addr[bit / 8] &= static_cast<uint8_t>(~(0x80u >> (bit % 8)));
+    return p;
+}
+
 bool prefix_less(const PolicyPrefix& a, const PolicyPrefix& b) {
     if (a.family != b.family) return a.family < b.family;
-    if (const int order = std::memcmp(a.addr.data(), b.addr.data(), a.addr.size()); order != 0) return order < 0;
+    // Two big-endian halves: a sort of millions of prefixes runs this ~20 times each.
+    const auto half = [](const PolicyPrefix& p, size_t at) {
+        uint64_t word;
+        std::memcpy(&word, p.addr.data() + at, sizeof(word));
+        return __builtin_bswap64(word);
+    };
+    if (const uint64_t x = half(a, 0), y = half(b, 0); x != y) return x < y;
+    if (const uint64_t x = half(a, 8), y = half(b, 8); x != y) return x < y;
     return a.length < b.length;
 }
 

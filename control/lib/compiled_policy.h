@@ -64,6 +64,13 @@ struct CompiledPolicy {
     const sluice_class_entry* find_class(uint32_t class_id) const;
 };
 
+// No bit set past the prefix's length.
+bool host_bits_clear(const PolicyPrefix& p);
+// The prefix with every bit past its length cleared.
+PolicyPrefix masked_prefix(PolicyPrefix p);
+// "192.0.2.0/24", "2001:db8::/32".
+std::string prefix_text(const PolicyPrefix& p);
+
 // The order CompiledPolicy::prefixes is kept in (the loader sorts them,
 // validate() checks it): family, then address, then length. Sorted, a
 // duplicate is a neighbour and two versions' prefixes diff in one pass.

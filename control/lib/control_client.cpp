@@ -132,12 +132,20 @@ Result<std::string> ControlClient::read_line() {
     }
 }
 
-Result<json> ControlClient::call(const std::string& verb, const json& args) {
+Result<json> ControlClient::call(const std::string& verb, const json& args,
+                                 const std::map<std::string, std::string>& attachments) {
     const std::int64_t id = next_id_++;
-    const json request = {{"id", id}, {"verb", verb}, {"args", args}};
+    json request = {{"id", id}, {"verb", verb}, {"args", args}};
+    if (!attachments.empty()) {
+        request["attachments"] = json::array();
+        for (const auto& [name, bytes] : attachments) request["attachments"].push_back({{"name", name}, {"bytes", bytes.size()}});
+    }
     int send_errno = 0;
     const std::string line = request.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-    if (Status sent = send_all(line, &send_errno); !sent.ok()) {
+    Status sent = send_all(line, &send_errno);
+    for (auto part = attachments.begin(); sent.ok() && part != attachments.end(); ++part)
+        sent = send_all(part->second, &send_errno);
+    if (!sent.ok()) {
         // The server may have answered and hung up before reading anything
         // (permission denied): its answer says more than EPIPE does. With the
         // peer gone this read does not wait.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -25,7 +26,10 @@ class ControlClient {
     // Sends {"id", "verb", "args"} and waits (up to the connect timeout) for
     // the response with the same id. A server error comes back as an Error
     // carrying the server's code (ErrorCode::unreachable: no answer came).
-    Result<nlohmann::json> call(const std::string& verb, const nlohmann::json& args = nlohmann::json::object());
+    // `attachments` (name -> bytes) travel raw after the request line
+    // (control_protocol.h): the way to send megabytes.
+    Result<nlohmann::json> call(const std::string& verb, const nlohmann::json& args = nlohmann::json::object(),
+                                const std::map<std::string, std::string>& attachments = {});
 
     const std::string& socket_path() const { return path_; }
 

@@ -6,6 +6,14 @@
 //   response: {"id": <same>, "ok": true, "result": {...}}
 //         or  {"id": <same>, "ok": false, "error": {"code": "...", "message": "...", "setting": "..."}}
 //
+// A request may carry attachments, for content too large to be a JSON string
+// (a policy's prefix lists): "attachments": [{"name": "...", "bytes": N}, ...]
+// beside "verb", and the raw bytes of each, in that order, right after the
+// request's newline. The handler finds them in args["attachments"] as
+// {"<name>": "<bytes>"}. Together they may be at most the server's
+// max_attachment_bytes; a request over it is answered too_large and the
+// connection closed (its bytes cannot be skipped safely).
+//
 // "id" is echoed so a client can match responses; it is null when the server
 // could not read one (garbled line, oversized line, timeout, denied peer).
 // "setting" appears only when a handler's Error names the input key at fault.
@@ -59,6 +67,8 @@ inline std::optional<ErrorCode> parse_control_error_code(std::string_view name) 
 // Where sluiced listens and sluicectl connects unless told otherwise.
 inline constexpr std::string_view kDefaultSocketPath = "/run/sluice/sluiced.sock";
 inline constexpr std::size_t kDefaultMaxRequestBytes = 1024 * 1024;
+// A million IPv4 and a million IPv6 prefixes take about 60 MB as text.
+inline constexpr std::size_t kDefaultMaxAttachmentBytes = std::size_t{256} << 20;
 
 // The "top" verb's "n": how many hot sources a request may ask for.
 inline constexpr std::size_t kDefaultTopSources = 20;

@@ -105,6 +105,13 @@ struct ControlServer::State {
         std::optional<Clock::time_point> close_deadline;  // set once we decided to close after flushing
         bool broken = false;                              // peer gone or write failed: drop without flushing
         Clock::time_point last_active = Clock::now();     // accepted, or last read from or written to
+        // A request whose attachments are still arriving.
+        struct Awaiting {
+            json request;
+            std::vector<std::pair<std::string, std::size_t>> parts;  // name, bytes
+            std::size_t total = 0;
+        };
+        std::optional<Awaiting> awaiting;
     };
 
     ControlServerOptions options;
@@ -189,8 +196,47 @@ struct ControlServer::State {
         connection.partial_since.reset();
     }
 
-    json dispatch(std::string_view line, Peer peer) {
-        const json request = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    // The attachments `request` announces, or why they cannot be read (then
+    // the bytes that follow cannot be framed, and the connection must close).
+    Result<Connection::Awaiting> announced_attachments(const json& request) const {
+        Connection::Awaiting awaiting;
+        const json& list = request["attachments"];
+        if (!list.is_array()) return Error{"\"attachments\" must be an array", "", ErrorCode::bad_request};
+        for (const json& part : list) {
+            const auto name = part.find("name");
+            const auto bytes = part.find("bytes");
+            if (!part.is_object() || name == part.end() || !name->is_string() || bytes == part.end() ||
+                !bytes->is_number_unsigned())
+                return Error{"each attachment must be {\"name\": <string>, \"bytes\": <unsigned>}", "",
+                             ErrorCode::bad_request};
+            const auto size = bytes->get<std::uint64_t>();
+            if (size > options.max_attachment_bytes - awaiting.total)
+                return Error{"attachments exceed " + std::to_string(options.max_attachment_bytes) +
+                                 " bytes (max_push_bytes); closing the connection",
+                             "", ErrorCode::too_large};
+            awaiting.total += static_cast<std::size_t>(size);
+            awaiting.parts.emplace_back(name->get<std::string>(), static_cast<std::size_t>(size));
+        }
+        awaiting.request = request;
+        return awaiting;
+    }
+
+    // Answers a request whose attachments have all arrived: they are `bytes`.
+    json dispatch_with_attachments(Connection::Awaiting awaiting, std::string_view bytes, Peer peer) {
+        json attachments = json::object();
+        std::size_t at = 0;
+        for (const auto& [name, size] : awaiting.parts) {
+            attachments[name] = std::string(bytes.substr(at, size));
+            at += size;
+        }
+        json& request = awaiting.request;
+        request.erase("attachments");
+        if (!request.contains("args") || request["args"].is_null()) request["args"] = json::object();
+        if (request["args"].is_object()) request["args"]["attachments"] = std::move(attachments);
+        return dispatch(request, peer);
+    }
+
+    json dispatch(const json& request, Peer peer) {
         if (request.is_discarded() || !request.is_object()) {
             count(kNoVerbLabel, control_error_code_name(ErrorCode::bad_request));
             return error_response(
@@ -251,6 +297,15 @@ struct ControlServer::State {
     void process_lines(Connection& connection) {
         std::size_t start = 0;
         while (!connection.close_deadline && connection.output.size() < kMaxPendingOutputBytes) {
+            if (connection.awaiting) {
+                if (connection.input.size() - start < connection.awaiting->total) break;
+                const std::string_view bytes(connection.input.data() + start, connection.awaiting->total);
+                start += connection.awaiting->total;
+                Connection::Awaiting awaiting = std::move(*connection.awaiting);
+                connection.awaiting.reset();
+                connection.output += to_line(dispatch_with_attachments(std::move(awaiting), bytes, connection.peer));
+                continue;
+            }
             const std::size_t newline = connection.input.find('\n', start);
             if (newline == std::string::npos) break;
             std::string_view line(connection.input.data() + start, newline - start);
@@ -261,10 +316,28 @@ struct ControlServer::State {
             }
             if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
             if (line.find_first_not_of(" \t") == std::string_view::npos) continue;  // blank lines are harmless
-            connection.output += to_line(dispatch(line, connection.peer));
+            const json request = json::parse(line, nullptr, /*allow_exceptions=*/false);
+            if (request.is_object() && request.contains("attachments")) {
+                auto announced = announced_attachments(request);
+                if (!announced) {
+                    count(kNoVerbLabel, control_error_code_name(announced.error().code));
+                    const auto id = request.find("id");
+                    connection.output += to_line(error_response(
+                        id != request.end() && (id->is_number_integer() || id->is_string()) ? *id : json(nullptr),
+                        announced.error().code, announced.error().message));
+                    close_after_flush(connection);
+                    return;
+                }
+                connection.awaiting = std::move(announced.value());
+                continue;
+            }
+            connection.output += to_line(dispatch(request, connection.peer));
         }
         connection.input.erase(0, start);
-        if (connection.input.size() > options.max_request_bytes && connection.input.find('\n') == std::string::npos) {
+        if (connection.awaiting) {
+            // Attachments are counted, not scanned for a newline.
+        } else if (connection.input.size() > options.max_request_bytes &&
+                   connection.input.find('\n') == std::string::npos) {
             reject_too_large(connection);
             return;
         }
@@ -285,7 +358,8 @@ struct ControlServer::State {
 
     void read_from(Connection& connection) {
         char buffer[16 * 1024];
-        std::size_t budget = kReadBudgetPerRound;
+        // Attachments come in megabytes: take more of them per round.
+        std::size_t budget = connection.awaiting ? kReadBudgetPerRound * 16 : kReadBudgetPerRound;
         while (budget > 0 && !connection.close_deadline) {
             const ssize_t got = ::recv(connection.fd.get(), buffer, std::min(sizeof(buffer), budget), 0);
             if (got > 0) {
@@ -294,7 +368,7 @@ struct ControlServer::State {
                 budget -= static_cast<std::size_t>(got);
                 // Check as we go, so a client streaming without newlines costs
                 // at most the limit plus one read.
-                if (connection.input.size() > options.max_request_bytes &&
+                if (!connection.awaiting && connection.input.size() > options.max_request_bytes &&
                     connection.input.find('\n') == std::string::npos) {
                     break;
                 }

@@ -48,6 +48,8 @@ struct ControlServerOptions {
     // allowed.
     std::optional<gid_t> group;
     std::size_t max_request_bytes = kDefaultMaxRequestBytes;
+    // What a request's attachments (control_protocol.h) may add up to.
+    std::size_t max_attachment_bytes = kDefaultMaxAttachmentBytes;
     // How long a request may stay half-sent, and how long a client that is
     // being closed gets to read its last response.
     std::chrono::milliseconds idle_timeout = kDefaultIdleTimeout;

@@ -13,6 +13,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdio>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <system_error>
@@ -44,9 +45,9 @@ constexpr std::string_view kDefaultsKeys[] = {"unit",      "accuracy",        "o
                                               "malformed", "max_frame_bytes", "prefix_v4",     "prefix_v6",
                                               "class",     "shadow"};
 constexpr std::string_view kClassKeys[] = {
-    "name",      "match",           "action",     "unit",        "accuracy",  "on_table_full", "prefix_v4",
-    "prefix_v6", "max_frame_bytes", "per_source", "new_sources", "aggregate", "shape",         "shadow",
-    "fleet"};
+    "name",      "match",           "match_files", "action",      "unit",      "accuracy", "on_table_full",
+    "prefix_v4", "prefix_v6",       "max_frame_bytes", "per_source", "new_sources", "aggregate", "shape",
+    "shadow",    "fleet"};
 
 bool valid_class_name(std::string_view name) {
     if (name.empty() || name.size() > kMaxClassNameLength || name[0] < 'a' || name[0] > 'z') return false;
@@ -66,12 +67,31 @@ Status refuse_level_keys(const Fields& fields) {
     return ok_status();
 }
 
+// One match_files entry of a class: the list it names, and where.
+struct ListUse {
+    std::string name;
+    const PrefixList* list;
+    toml::source_region where;
+    std::string key;  // "match_files[i]"
+};
+
 struct ParsedClass {
     std::string name;
     sluice_class_entry entry{};
     std::vector<PolicyPrefix> prefixes;  // class_id is filled in once ids are assigned
-    std::optional<FleetQuota> fleet;     // class_id too
+    std::vector<ListUse> lists;
+    std::optional<FleetQuota> fleet;  // class_id too
+    std::string label;                // "class "x"", as errors name it
 };
+
+// A prefix with where it came from, while the classes' prefixes are merged:
+// `use` indexes the list uses, or is kInline.
+struct PlacedPrefix {
+    PolicyPrefix prefix;
+    uint32_t use;
+    uint32_t line;
+};
+constexpr uint32_t kInline = UINT32_MAX;
 
 using PrefixKey = std::tuple<uint8_t, uint8_t, std::array<uint8_t, 16>>;
 
@@ -82,8 +102,8 @@ struct PrefixOwner {
 
 class PolicyReader {
   public:
-    PolicyReader(std::string_view path, const PolicyLoadOptions& options)
-        : path_(path), options_(options) {}
+    PolicyReader(std::string_view path, const PolicyLoadOptions& options, const PrefixLists& lists)
+        : path_(path), options_(options), lists_(lists) {}
 
     Result<LoadedPolicy> read(const toml::table& root, const std::map<std::string, uint32_t>& previous_ids);
 
@@ -91,11 +111,17 @@ class PolicyReader {
     Status read_defaults(const Fields& top);
     Result<ParsedClass> read_class(const toml::table& table, size_t number);
     Status read_match(const Fields& cls, const std::string& class_name, std::vector<PolicyPrefix>& prefixes);
+    Status read_match_files(const Fields& cls, std::vector<ListUse>& uses) const;
+    // Every class's prefixes, inline and from lists, in prefix_less order;
+    // refuses a prefix that two classes (or one class twice) match.
+    Result<std::vector<PolicyPrefix>> merge_prefixes(const std::vector<ParsedClass>& classes,
+                                                     const std::vector<uint32_t>& ids) const;
     Result<std::vector<uint32_t>> assign_ids(const std::vector<ParsedClass>& classes,
                                              const std::map<std::string, uint32_t>& previous_ids) const;
 
     std::string_view path_;
     PolicyLoadOptions options_;
+    const PrefixLists& lists_;
     ClassSettings defaults_;
     uint8_t non_ip_verdict_ = SLUICE_VERDICT_PASS;
     uint8_t malformed_verdict_ = SLUICE_VERDICT_DROP;
@@ -156,6 +182,108 @@ Status PolicyReader::read_match(const Fields& cls, const std::string& class_name
         prefixes.push_back(p);
     }
     return ok_status();
+}
+
+Status PolicyReader::read_match_files(const Fields& cls, std::vector<ListUse>& uses) const {
+    const toml::node* node = cls.find("match_files");
+    if (!node) return ok_status();
+    const toml::array* files = node->as_array();
+    if (!files)
+        return cls.at(*node, "match_files", "expected an array of prefix-list file paths, got " + describe(*node));
+    for (size_t i = 0; i < files->size(); i++) {
+        const toml::node& item = *files->get(i);
+        const std::string key = "match_files[" + std::to_string(i) + "]";
+        const auto* name = item.as_string();
+        if (!name || name->get().empty())
+            return cls.at(item, key, "expected the path of a prefix-list file, got " + describe(item));
+        const auto found = lists_.find(name->get());
+        if (found == lists_.end())
+            return cls.at(item, key, quoted(name->get()) + " was not read (the pushing side reads each match_files list)");
+        for (const ListUse& earlier : uses)
+            if (earlier.name == name->get())
+                return cls.at(item, key, quoted(name->get()) + " is named twice in " + cls.name());
+        uses.push_back({name->get(), &found->second, item.source(), key});
+    }
+    return ok_status();
+}
+
+Result<std::vector<PolicyPrefix>> PolicyReader::merge_prefixes(const std::vector<ParsedClass>& classes,
+                                                               const std::vector<uint32_t>& ids) const {
+    // Each run is sorted (a list is; a class's inline prefixes are sorted
+    // here), so merging them costs one pass each instead of a sort of millions.
+    std::vector<const ListUse*> uses;
+    std::vector<size_t> use_class;
+    std::vector<std::vector<PlacedPrefix>> runs;
+    for (size_t c = 0; c < classes.size(); c++) {
+        std::vector<PlacedPrefix> inline_run;
+        for (PolicyPrefix p : classes[c].prefixes) {
+            p.class_id = ids[c];
+            inline_run.push_back({p, kInline, 0});
+        }
+        std::sort(inline_run.begin(), inline_run.end(),
+                  [](const PlacedPrefix& a, const PlacedPrefix& b) { return prefix_less(a.prefix, b.prefix); });
+        runs.push_back(std::move(inline_run));
+        for (const ListUse& use : classes[c].lists) {
+            const uint32_t index = static_cast<uint32_t>(uses.size());
+            uses.push_back(&use);
+            use_class.push_back(c);
+            std::vector<PlacedPrefix> run;
+            run.reserve(use.list->entries.size());
+            for (const PrefixListEntry& entry : use.list->entries) {
+                PlacedPrefix placed{entry.prefix, index, entry.line};
+                placed.prefix.class_id = ids[c];
+                run.push_back(placed);
+            }
+            runs.push_back(std::move(run));
+        }
+    }
+    const auto less = [](const PlacedPrefix& a, const PlacedPrefix& b) { return prefix_less(a.prefix, b.prefix); };
+    std::vector<PlacedPrefix> merged;
+    for (std::vector<PlacedPrefix>& run : runs) {
+        if (run.empty()) continue;
+        if (merged.empty()) {
+            merged = std::move(run);
+            continue;
+        }
+        std::vector<PlacedPrefix> next;
+        next.reserve(merged.size() + run.size());
+        std::merge(merged.begin(), merged.end(), run.begin(), run.end(), std::back_inserter(next), less);
+        merged = std::move(next);
+    }
+
+    // Where a placed prefix is, for an error: "drop.txt:17 (class "a".match_files[0])" or the TOML position.
+    const auto origin = [&](const PlacedPrefix& p) -> std::string {
+        if (p.use == kInline) {
+            const auto owner = prefix_owners_.find(PrefixKey{p.prefix.family, p.prefix.length, p.prefix.addr});
+            return owner == prefix_owners_.end() ? std::string(path_) : position(path_, owner->second.where);
+        }
+        const ListUse& use = *uses[p.use];
+        return use.name + ":" + std::to_string(p.line) + " (" + position(path_, use.where) + ", " +
+               classes[use_class[p.use]].label + "." + use.key + ")";
+    };
+    for (size_t i = 1; i < merged.size(); i++) {
+        const PlacedPrefix& a = merged[i - 1];
+        const PlacedPrefix& b = merged[i];
+        if (prefix_less(a.prefix, b.prefix)) continue;
+        // At least one side is a list: inline duplicates were refused as they were read.
+        const PlacedPrefix& listed = b.use != kInline ? b : a;
+        const PlacedPrefix& other = &listed == &b ? a : b;
+        const ListUse& use = *uses[listed.use];
+        const std::string what = prefix_text(listed.prefix) + " at " + use.name + ":" + std::to_string(listed.line);
+        Error error = a.prefix.class_id == b.prefix.class_id
+                          ? located(path_, use.where, classes[use_class[listed.use]].label + "." + use.key,
+                                    what + " is listed twice in " + classes[use_class[listed.use]].label +
+                                        " (also at " + origin(other) + ")")
+                          : located(path_, use.where, classes[use_class[listed.use]].label + "." + use.key,
+                                    what + " conflicts with " + origin(other) +
+                                        ", which matches the same prefix for another class; a prefix belongs to "
+                                        "one class only");
+        return error;
+    }
+    std::vector<PolicyPrefix> prefixes;
+    prefixes.reserve(merged.size());
+    for (const PlacedPrefix& p : merged) prefixes.push_back(p.prefix);
+    return prefixes;
 }
 
 Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t number) {
@@ -297,6 +425,8 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
     entry.shadow = settings.shadow ? 1 : 0;
 
     if (auto match = read_match(cls, out.name, out.prefixes); !match) return match.error();
+    if (auto files = read_match_files(cls, out.lists); !files) return files.error();
+    out.label = cls.name();
     return out;
 }
 
@@ -401,11 +531,8 @@ Result<LoadedPolicy> PolicyReader::read(const toml::table& root, const std::map<
         const uint32_t id = ids.value()[i];
         classes[i].entry.class_id = id;
         policy.classes.push_back(classes[i].entry);
-        for (PolicyPrefix prefix : classes[i].prefixes) {
-            prefix.class_id = id;
-            policy.prefixes.push_back(prefix);
-        }
         loaded.class_ids[classes[i].name] = id;
+        for (const ListUse& use : classes[i].lists) loaded.list_names.insert(use.name);
         if (classes[i].fleet) {
             classes[i].fleet->class_id = id;
             policy.fleet.push_back(*classes[i].fleet);
@@ -416,7 +543,9 @@ Result<LoadedPolicy> PolicyReader::read(const toml::table& root, const std::map<
     policy.requests = std::move(requests.value().classes);
     policy.request_domains = std::move(requests.value().domains);
 
-    sort_prefixes(policy.prefixes);
+    auto prefixes = merge_prefixes(classes, ids.value());
+    if (!prefixes) return prefixes.error();
+    policy.prefixes = std::move(prefixes.value());
     mark_prefix_families(policy);
     if (auto fits = check_prefix_capacity(policy, options_.prefix_capacity, "prefix_capacity"); !fits)
         return Error{std::string(path_) + ": " + fits.error().message, fits.error().setting};
@@ -434,7 +563,7 @@ Result<LoadedPolicy> PolicyReader::read(const toml::table& root, const std::map<
 
 Result<LoadedPolicy> load_policy_toml(std::string_view text, std::string_view path,
                                       const std::map<std::string, uint32_t>& previous_ids,
-                                      const PolicyLoadOptions& options) {
+                                      const PolicyLoadOptions& options, const PrefixLists& lists) {
     if (options.cpus == 0) return Error{std::string(path) + ": CPU count is 0"};
     toml::table root;
     try {
@@ -442,7 +571,52 @@ Result<LoadedPolicy> load_policy_toml(std::string_view text, std::string_view pa
     } catch (const toml::parse_error& error) {
         return policy_toml_internal::located(path, error.source(), "TOML syntax", error.description());
     }
-    return policy_toml_internal::PolicyReader(path, options).read(root, previous_ids);
+    return policy_toml_internal::PolicyReader(path, options, lists).read(root, previous_ids);
+}
+
+Result<PrefixListTexts> read_match_files(std::string_view text, std::string_view policy_path) {
+    toml::table root;
+    try {
+        root = toml::parse(text, policy_path);
+    } catch (const toml::parse_error&) {
+        return PrefixListTexts{};
+    }
+    // Not std::filesystem: its std::quoted would shadow this folder's quoted() in a unity build.
+    const size_t slash = policy_path.rfind('/');
+    const std::string base = slash == std::string_view::npos ? "" : std::string(policy_path.substr(0, slash + 1));
+    PrefixListTexts texts;
+    const toml::array* classes = root["class"].as_array();
+    for (size_t c = 0; classes && c < classes->size(); c++) {
+        const toml::table* cls = classes->get(c)->as_table();
+        const toml::array* files = cls ? (*cls)["match_files"].as_array() : nullptr;
+        for (size_t i = 0; files && i < files->size(); i++) {
+            const auto* name = files->get(i)->as_string();
+            if (!name || name->get().empty() || texts.count(name->get())) continue;
+            const std::string& file = name->get();
+            auto content = read_prefix_list_file(file.front() == '/' ? file : base + file);
+            if (!content)
+            {
+                const auto* class_name = (*cls)["name"].as_string();
+                const std::string label = class_name ? "class " + policy_toml_internal::quoted(class_name->get())
+                                                     : "class #" + std::to_string(c + 1);
+                return policy_toml_internal::located(policy_path, files->get(i)->source(),
+                                                     label + ".match_files[" + std::to_string(i) + "]",
+                                                     content.error().message);
+            }
+            texts.emplace(name->get(), std::move(content.value()));
+        }
+    }
+    return texts;
+}
+
+Result<PrefixLists> parse_prefix_lists(const PrefixListTexts& texts) {
+    PrefixLists lists;
+    for (const auto& [name, text] : texts) {
+        auto list = parse_prefix_list(text, name);
+        if (!list) return list.error();
+        lists.emplace(name, std::move(list.value()));
+    }
+    return lists;
 }
 
 Result<LoadedPolicy> load_policy_file(const std::string& path, const std::map<std::string, uint32_t>& previous_ids,
@@ -461,7 +635,11 @@ Result<LoadedPolicy> load_policy_file(const std::string& path, const std::map<st
             return Error{path + ": larger than " + std::to_string(kMaxFileBytes >> 20) + " MiB; not a policy file"};
     }
     if (std::ferror(file.get())) return failure("read", errno);
-    return load_policy_toml(text, path, previous_ids, options);
+    auto texts = read_match_files(text, path);
+    if (!texts) return texts.error();
+    auto lists = parse_prefix_lists(texts.value());
+    if (!lists) return lists.error();
+    return load_policy_toml(text, path, previous_ids, options, lists.value());
 }
 
 }  // namespace sluice

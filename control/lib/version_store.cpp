@@ -9,6 +9,10 @@
 
 #include <toml++/toml.h>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <filesystem>
@@ -54,6 +58,20 @@ Result<std::string> canonical_policy_text(std::string_view text, std::string_vie
     }
 }
 
+namespace {
+
+// The canonical text (canonical_policy_text) and a line per list.
+Result<std::string> canonical_text_with_lists(std::string_view text, std::string_view path_for_errors,
+                                              const PrefixLists& lists) {
+    auto canonical = canonical_policy_text(text, path_for_errors);
+    if (!canonical) return canonical.error();
+    std::map<std::string, const PrefixList*> named;
+    for (const auto& [name, list] : lists) named.emplace(name, &list);
+    return canonical.value() + list_trailer(named);
+}
+
+}  // namespace
+
 std::string sha256_hex(std::string_view bytes) {
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int length = 0;
@@ -81,6 +99,14 @@ Result<VersionStore> VersionStore::open(const std::string& state_dir) {
     for (uint64_t number : numbers.value()) {
         auto version = version_store_internal::read_version(store.policies_dir_, number, store.warnings_);
         if (!version) return version.error();
+        // A list gone makes the version impossible to roll back to: as for its own files, say so now.
+        auto lists = lists_in_trailer(version.value().canonical);
+        if (!lists) return Error{"version " + std::to_string(number) + ": " + lists.error().message};
+        for (const auto& [name, sha256] : lists.value())
+            if (const std::string path = version_store_internal::list_path(store.policies_dir_, sha256);
+                ::access(path.c_str(), R_OK) != 0)
+                return Error{"version " + std::to_string(number) + ": its prefix list " + name + " (" + path +
+                             ") cannot be read: " + std::strerror(errno)};
         store.versions_.emplace(number, std::move(version.value()));
     }
     return store;
@@ -102,13 +128,13 @@ std::map<std::string, uint32_t> VersionStore::all_class_ids() const {
 
 Result<PreparedPolicy> VersionStore::prepare(std::string_view text, std::string_view path_for_errors,
                                              std::optional<uint64_t> if_version, std::string origin,
-                                             const PolicyLoadOptions& options) const {
-    return prepare_loaded(text, path_for_errors, if_version, std::move(origin), options);
+                                             const PolicyLoadOptions& options, PrefixLists lists) const {
+    return prepare_loaded(text, path_for_errors, if_version, std::move(origin), options, std::move(lists));
 }
 
 Result<PreparedPolicy> VersionStore::prepare_loaded(std::string_view text, std::string_view path_for_errors,
                                                     std::optional<uint64_t> if_version, std::string origin,
-                                                    const PolicyLoadOptions& options) const {
+                                                    const PolicyLoadOptions& options, PrefixLists lists) const {
     const uint64_t current_version = versions_.empty() ? 0 : versions_.rbegin()->first;
     if (if_version && *if_version != current_version)
         return Error{std::string(path_for_errors) + ": not applied: the current policy version is " +
@@ -116,9 +142,13 @@ Result<PreparedPolicy> VersionStore::prepare_loaded(std::string_view text, std::
                          " (another push came first; review it and retry)",
                      "version"};
 
-    auto loaded = load_policy_toml(text, path_for_errors, all_class_ids(), options);
+    auto loaded = load_policy_toml(text, path_for_errors, all_class_ids(), options, lists);
     if (!loaded) return loaded.error();
-    auto canonical = canonical_policy_text(text, path_for_errors);
+    for (const auto& [name, list] : lists)
+        if (!loaded.value().list_names.count(name))
+            return Error{std::string(path_for_errors) + ": prefix list " + name +
+                         " was sent, but no class names it in match_files"};
+    auto canonical = canonical_text_with_lists(text, path_for_errors, lists);
     if (!canonical) return canonical.error();
 
     uint64_t assigned = current_version + 1;
@@ -144,6 +174,7 @@ Result<PreparedPolicy> VersionStore::prepare_loaded(std::string_view text, std::
     version.origin = std::move(origin);
     version.applied_unix_s = static_cast<int64_t>(std::time(nullptr));
     version.class_ids = prepared.loaded.class_ids;
+    prepared.lists = std::move(lists);
     return prepared;
 }
 
@@ -161,12 +192,30 @@ Result<PreparedPolicy> VersionStore::prepare_rollback(std::optional<uint64_t> to
     }
     auto old = get(target);
     if (!old) return old.error();
+    auto lists = lists_of(old.value());
+    if (!lists) return lists.error();
     // The canonical text has no `version`, so the store numbers it current + 1.
     return prepare_loaded(old.value().canonical, "version " + std::to_string(target), std::nullopt,
-                          "rollback of " + std::to_string(target), options);
+                          "rollback of " + std::to_string(target), options, std::move(lists.value()));
 }
 
-Status VersionStore::commit(const PolicyVersion& version) {
+Result<PrefixLists> VersionStore::lists_of(const PolicyVersion& version) const {
+    auto named = lists_in_trailer(version.canonical);
+    if (!named) return Error{"version " + std::to_string(version.version) + ": " + named.error().message};
+    PrefixLists lists;
+    for (const auto& [name, sha256] : named.value()) {
+        auto text = version_store_internal::read_list(policies_dir_, sha256);
+        if (!text)
+            return Error{"version " + std::to_string(version.version) + ": its prefix list " + name +
+                         " is gone from the store: " + text.error().message};
+        auto list = parse_prefix_list(text.value(), name);
+        if (!list) return Error{"version " + std::to_string(version.version) + ": " + list.error().message};
+        lists.emplace(name, std::move(list.value()));
+    }
+    return lists;
+}
+
+Status VersionStore::commit(const PolicyVersion& version, const PrefixLists& lists) {
     const uint64_t current_version = versions_.empty() ? 0 : versions_.rbegin()->first;
     if (version.version <= current_version)
         return Error{"version " + std::to_string(version.version) + " not committed: the current version is already " +
@@ -174,6 +223,18 @@ Status VersionStore::commit(const PolicyVersion& version) {
     if (sha256_hex(version.canonical) != version.sha256)
         return Error{"version " + std::to_string(version.version) + " not committed: its sha256 " + version.sha256 +
                      " does not match its canonical text"};
+    auto named = lists_in_trailer(version.canonical);
+    if (!named) return named.error();
+    for (const auto& [name, sha256] : named.value()) {
+        const auto given = lists.find(name);
+        if (given != lists.end() && given->second.sha256 == sha256) {
+            if (auto written = version_store_internal::write_list(policies_dir_, given->second); !written)
+                return written;
+        } else if (::access(version_store_internal::list_path(policies_dir_, sha256).c_str(), F_OK) != 0) {
+            return Error{"version " + std::to_string(version.version) + " not committed: its prefix list " + name +
+                         " (" + sha256 + ") was neither given nor stored"};
+        }
+    }
     if (auto written = version_store_internal::write_version(policies_dir_, version); !written) return written;
     versions_.emplace(version.version, version);
     return ok_status();
@@ -200,9 +261,9 @@ Result<PolicyVersion> VersionStore::get(uint64_t version) const {
                  std::to_string(versions_.rbegin()->first) + ")"};
 }
 
-bool VersionStore::same_as_current(std::string_view text) const {
+bool VersionStore::same_as_current(std::string_view text, const PrefixLists& lists) const {
     if (versions_.empty()) return false;
-    auto canonical = canonical_policy_text(text, "candidate");
+    auto canonical = canonical_text_with_lists(text, "candidate", lists);
     return canonical && sha256_hex(canonical.value()) == versions_.rbegin()->second.sha256;
 }
 

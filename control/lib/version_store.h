@@ -17,6 +17,14 @@
 // a `version`) hashes equal, which is how a SIGHUP reload of an unchanged file
 // is recognised.
 //
+// A policy whose classes name prefix-list files (match_files) has one more
+// line per list at the end of its canonical text, a TOML comment with the
+// list's name, the SHA-256 of its canonical text (prefix_list.h) and its
+// prefix count; the lists themselves are kept once each, by that SHA-256, in
+// <state_dir>/policies/lists/<sha256>.txt. So a change to a list is a new
+// version, `policy diff` shows which list changed, and a rollback uses the
+// list as it was, whatever the file holds now.
+//
 // On disk, under <state_dir>/policies/, each version N (12 digits, zero-padded)
 // has three files, each written to "<name>.tmp", fsynced, renamed and the
 // directory fsynced:
@@ -40,7 +48,8 @@
 // are unreadable, inconsistent (hash mismatch) or malformed fails open(), naming
 // the file, because silently losing history would break rollback.
 //
-// History is not pruned: each version costs a few KiB. Not thread-safe: the
+// History is not pruned: each version costs a few KiB, plus each list it
+// changed (about 17 bytes per IPv4 prefix, up to 44 per IPv6 one). Not thread-safe: the
 // daemon serialises pushes.
 #pragma once
 
@@ -71,6 +80,7 @@ struct PolicyVersion {
 struct PreparedPolicy {
     PolicyVersion version;
     LoadedPolicy loaded;
+    PrefixLists lists;  // the prefix lists it names, stored when it is committed
 };
 
 // The canonical text of a policy (see above); errors carry path:line:column.
@@ -89,18 +99,27 @@ class VersionStore {
     // (its `version` if present and greater than the current one, else current
     // + 1), and enforces `if_version` (compare-and-swap against the current
     // version, 0 meaning "no version yet"). Stores nothing.
+    // `lists` are the prefix lists its match_files name (parse_prefix_lists),
+    // no more: the canonical text ends with one line per list (list_trailer),
+    // so the SHA-256 covers their content.
     Result<PreparedPolicy> prepare(std::string_view text, std::string_view path_for_errors,
                                    std::optional<uint64_t> if_version, std::string origin,
-                                   const PolicyLoadOptions& options) const;
+                                   const PolicyLoadOptions& options, PrefixLists lists = PrefixLists{}) const;
 
-    // The content of version `to` (default: the one before current) prepared
-    // as a new version with origin "rollback of <to>". Stores nothing.
+    // The content of version `to` (default: the one before current), its
+    // prefix lists as stored with it, prepared as a new version with origin
+    // "rollback of <to>". Stores nothing.
     Result<PreparedPolicy> prepare_rollback(std::optional<uint64_t> to, const PolicyLoadOptions& options) const;
 
     // Stores a prepared version durably and makes it current. Refuses a
     // version not greater than the current one (another commit got there
     // first) or whose sha256 does not match its canonical text.
-    Status commit(const PolicyVersion& version);
+    // `lists` supplies the prefix lists the version names that the store
+    // does not hold yet.
+    Status commit(const PolicyVersion& version, const PrefixLists& lists = PrefixLists{});
+
+    // The prefix lists a stored version names, read back from the store.
+    Result<PrefixLists> lists_of(const PolicyVersion& version) const;
 
     std::optional<PolicyVersion> current() const;
     std::vector<PolicyVersion> history() const;  // oldest first
@@ -108,7 +127,7 @@ class VersionStore {
 
     // True when `text` has the current version's canonical hash; false when
     // there is no current version or `text` does not parse.
-    bool same_as_current(std::string_view text) const;
+    bool same_as_current(std::string_view text, const PrefixLists& lists = PrefixLists{}) const;
 
     // What open() skipped and why, one line each, naming the file.
     const std::vector<std::string>& warnings() const { return warnings_; }
@@ -122,7 +141,7 @@ class VersionStore {
     std::map<std::string, uint32_t> all_class_ids() const;
     Result<PreparedPolicy> prepare_loaded(std::string_view text, std::string_view path_for_errors,
                                           std::optional<uint64_t> if_version, std::string origin,
-                                          const PolicyLoadOptions& options) const;
+                                          const PolicyLoadOptions& options, PrefixLists lists) const;
 
     std::string policies_dir_;
     std::map<uint64_t, PolicyVersion> versions_;

@@ -26,6 +26,7 @@ namespace {
 
 constexpr std::string_view kTempSuffix = ".tmp";
 constexpr size_t kVersionDigits = 12;
+constexpr std::string_view kListsDir = "lists";
 
 std::string errno_text(int error) { return std::strerror(error); }
 
@@ -238,6 +239,7 @@ Result<std::set<uint64_t>> list_committed_versions(const std::string& dir, std::
     for (std::filesystem::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
         const std::string name = it->path().filename().string();
         const std::string path = it->path().string();
+        if (name == kListsDir && it->is_directory()) continue;
         if (name.ends_with(kTempSuffix)) {
             // Never read: removed so it holds no space (unlink leaves a
             // directory of that name alone, and says so).
@@ -325,6 +327,27 @@ Status write_version(const std::string& dir, const PolicyVersion& version) {
     for (const char* extension : {".meta", ".source", ".toml"}) ::unlink(join_path(dir, stem + extension).c_str());
     (void)fsync_dir(dir);
     return written;
+}
+
+std::string list_path(const std::string& dir, const std::string& sha256) {
+    return join_path(join_path(dir, kListsDir), sha256 + ".txt");
+}
+
+Status write_list(const std::string& dir, const PrefixList& list) {
+    const std::string lists = join_path(dir, kListsDir);
+    if (::access(list_path(dir, list.sha256).c_str(), F_OK) == 0) return ok_status();
+    if (::mkdir(lists.c_str(), 0755) != 0 && errno != EEXIST)
+        return Error{"cannot create " + lists + ": " + errno_text(errno)};
+    return write_file_durably(lists, list.sha256 + ".txt", list.canonical);
+}
+
+Result<std::string> read_list(const std::string& dir, const std::string& sha256) {
+    const std::string path = list_path(dir, sha256);
+    auto text = read_file(path);
+    if (!text) return text.error();
+    if (const std::string actual = sha256_hex(text.value()); actual != sha256)
+        return Error{path + ": its SHA-256 is " + actual + ", not the one it is named by (the file was changed or damaged)"};
+    return text;
 }
 
 }  // namespace sluice::version_store_internal

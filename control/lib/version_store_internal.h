@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "prefix_list.h"
 #include "result.h"
 #include "version_store.h"
 
@@ -32,5 +33,14 @@ Result<PolicyVersion> read_version(const std::string& dir, uint64_t number, std:
 // Writes the three files of `version` durably, the meta last: once its rename
 // is done the version exists.
 Status write_version(const std::string& dir, const PolicyVersion& version);
+
+// Prefix lists, by the SHA-256 of their canonical text, in <dir>/lists/<sha256>.txt:
+// shared by every version that uses the same list, so a version that changes
+// one list stores only that one.
+std::string list_path(const std::string& dir, const std::string& sha256);
+// Writes the list durably unless it is there already.
+Status write_list(const std::string& dir, const PrefixList& list);
+// The canonical text of list `sha256`, checked against its name.
+Result<std::string> read_list(const std::string& dir, const std::string& sha256);
 
 }  // namespace sluice::version_store_internal

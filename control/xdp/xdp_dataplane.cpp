@@ -317,7 +317,66 @@ Status XdpDataplane::clear_lpm_slot(int map_fd, uint32_t slot) {
     return ok_status();
 }
 
-Status XdpDataplane::write_slot(uint32_t slot, const CompiledPolicy& policy) {
+namespace {
+
+template <class LpmKey>
+LpmKey lpm_key(uint32_t slot, const PolicyPrefix& p) {
+    LpmKey key{};
+    key.prefixlen = SLUICE_LPM_SLOT_BITS + p.length;
+    key.slot = slot;
+    std::memcpy(key.addr, p.addr.data(), sizeof(key.addr));
+    return key;
+}
+
+}  // namespace
+
+template <class LpmKey>
+Status XdpDataplane::change_lpm_slot(int map_fd, uint32_t slot, uint8_t family, const PrefixChanges& changes) {
+    std::vector<LpmKey> keys;
+    for (const PolicyPrefix& p : changes.removed)
+        if (p.family == family) keys.push_back(lpm_key<LpmKey>(slot, p));
+    // One syscall for all: at a million prefixes, one each cost seconds.
+    auto count = static_cast<__u32>(keys.size());
+    if (count > 0)
+        if (const int err = bpf_map_delete_batch(map_fd, keys.data(), &count, nullptr))
+            return syscall_error(SyscallOp::map_delete, "removing classification prefixes", error_code(err));
+    keys.clear();
+    std::vector<__u32> classes;
+    for (const PolicyPrefix& p : changes.written)
+        if (p.family == family) {
+            keys.push_back(lpm_key<LpmKey>(slot, p));
+            classes.push_back(p.class_id);
+        }
+    count = static_cast<__u32>(keys.size());
+    if (count > 0)
+        if (const int err = bpf_map_update_batch(map_fd, keys.data(), classes.data(), &count, nullptr))
+            return syscall_error(SyscallOp::map_update, "writing classification prefixes", error_code(err));
+    return ok_status();
+}
+
+Status XdpDataplane::write_slot_prefixes(uint32_t slot, const std::vector<PolicyPrefix>& prefixes) {
+    const int v4_fd = bpf_map__fd(skel_->maps.sluice_lpm_v4);
+    const int v6_fd = bpf_map__fd(skel_->maps.sluice_lpm_v6);
+    // What the slot holds is known once this process wrote it; a slot of
+    // adopted pins is emptied first. From then on only the difference is
+    // written: a 10K-prefix change to a million-prefix policy is 10K writes.
+    std::optional<std::vector<PolicyPrefix>>& held = slot_prefixes_[slot];
+    if (!held) {
+        if (auto status = clear_lpm_slot<sluice_lpm_v4_key>(v4_fd, slot); !status) return status;
+        if (auto status = clear_lpm_slot<sluice_lpm_v6_key>(v6_fd, slot); !status) return status;
+        held.emplace();
+    }
+    const PrefixChanges changes = prefix_changes(*held, prefixes);
+    held.reset();  // unknown until every change is in
+    if (auto status = change_lpm_slot<sluice_lpm_v4_key>(v4_fd, slot, SLUICE_FAMILY_IPV4, changes); !status)
+        return status;
+    if (auto status = change_lpm_slot<sluice_lpm_v6_key>(v6_fd, slot, SLUICE_FAMILY_IPV6, changes); !status)
+        return status;
+    held = prefixes;
+    return ok_status();
+}
+
+Status XdpDataplane::write_slot(uint32_t slot, const CompiledPolicy& policy, const std::vector<PolicyPrefix>& prefixes) {
     const int classes_fd = bpf_map__fd(skel_->maps.sluice_classes);
     for (uint32_t id = 0; id < SLUICE_MAX_CLASSES; id++) {
         const sluice_class_entry* found = policy.find_class(id);
@@ -327,27 +386,7 @@ Status XdpDataplane::write_slot(uint32_t slot, const CompiledPolicy& policy) {
             return syscall_error(SyscallOp::map_update, "writing class " + std::to_string(id), error_code(err));
     }
 
-    const int v4_fd = bpf_map__fd(skel_->maps.sluice_lpm_v4);
-    const int v6_fd = bpf_map__fd(skel_->maps.sluice_lpm_v6);
-    if (auto status = clear_lpm_slot<sluice_lpm_v4_key>(v4_fd, slot); !status) return status;
-    if (auto status = clear_lpm_slot<sluice_lpm_v6_key>(v6_fd, slot); !status) return status;
-    for (const PolicyPrefix& p : policy.prefixes) {
-        int err;
-        if (p.family == SLUICE_FAMILY_IPV4) {
-            sluice_lpm_v4_key key{};
-            key.prefixlen = SLUICE_LPM_SLOT_BITS + p.length;
-            key.slot = slot;
-            std::memcpy(key.addr, p.addr.data(), sizeof(key.addr));
-            err = bpf_map_update_elem(v4_fd, &key, &p.class_id, BPF_ANY);
-        } else {
-            sluice_lpm_v6_key key{};
-            key.prefixlen = SLUICE_LPM_SLOT_BITS + p.length;
-            key.slot = slot;
-            std::memcpy(key.addr, p.addr.data(), sizeof(key.addr));
-            err = bpf_map_update_elem(v6_fd, &key, &p.class_id, BPF_ANY);
-        }
-        if (err) return syscall_error(SyscallOp::map_update, "writing a classification prefix", error_code(err));
-    }
+    if (auto status = write_slot_prefixes(slot, prefixes); !status) return status;
 
     const int policy_fd = bpf_map__fd(skel_->maps.sluice_policy);
     if (const int err = bpf_map_update_elem(policy_fd, &slot, &policy.header, BPF_ANY))
@@ -367,13 +406,16 @@ Status XdpDataplane::apply(const CompiledPolicy& policy) {
     const uint32_t target = (active & (SLUICE_POLICY_SLOTS - 1)) ^ 1;
     auto running = read_classes(active & (SLUICE_POLICY_SLOTS - 1));
     if (!running) return running.error();
-    CompiledPolicy next = policy;
+    // Carrying limits over touches the header and classes only: no copy of the prefixes.
+    CompiledPolicy next;
+    next.header = policy.header;
+    next.classes = policy.classes;
     const std::vector<CountRestart> restarts = carry_previous_limits(running.value(), next);
 
     // Packets that read `target` before the previous flip may still be
     // running: wait for them before rewriting it.
     if (auto status = wait_for_readers(); !status) return status;
-    if (auto status = write_slot(target, next); !status) return status;
+    if (auto status = write_slot(target, next, policy.prefixes); !status) return status;
     if (const int err = bpf_map_update_elem(active_fd, &zero, &target, BPF_ANY))
         return syscall_error(SyscallOp::map_update, "flipping the active policy slot", error_code(err));
     for (const CountRestart& restart : restarts)

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -121,7 +122,11 @@ class XdpDataplane : public EnforcementPoint {
     Status adopt_or_stamp_meta();
     Status adopt_pinned_links();
     Status wait_for_readers();
-    Status write_slot(uint32_t slot, const CompiledPolicy& policy);
+    // Writes `policy`'s header and classes and `prefixes` into `slot`.
+    Status write_slot(uint32_t slot, const CompiledPolicy& policy, const std::vector<PolicyPrefix>& prefixes);
+    Status write_slot_prefixes(uint32_t slot, const std::vector<PolicyPrefix>& prefixes);
+    template <class LpmKey>
+    Status change_lpm_slot(int map_fd, uint32_t slot, uint8_t family, const PrefixChanges& changes);
     // The class entries a slot holds (those of defined classes).
     Result<std::vector<sluice_class_entry>> read_classes(uint32_t slot);
     // Now on the program's clock.
@@ -163,6 +168,8 @@ class XdpDataplane : public EnforcementPoint {
     uint32_t cpus_ = 0;
     uint32_t source_sets_ = 0;
     uint32_t prefix_capacity_ = SLUICE_PREFIX_CAPACITY_DEFAULT;  // per family and slot
+    // The prefixes each slot's trie entries hold, once this process wrote them.
+    std::array<std::optional<std::vector<PolicyPrefix>>, SLUICE_POLICY_SLOTS> slot_prefixes_;
     sluice_hash_key hash_key_{};
     bool adopted_meta_ = false;  // hash_key_ came from pinned maps
     bool test_clock_ = false;

@@ -218,6 +218,7 @@ Result<std::unique_ptr<XdpDataplane>> XdpHost::open_dataplane(const std::string&
     XdpOptions options;
     options.pin_dir = pin_dir;
     options.source_capacity = options_.source_capacity;
+    options.prefix_capacity = options_.prefix_capacity;
     options.drop_sample_period = options_.drop_sample_period;
     options.run_time_stats = decision_cost_enabled();
     return XdpDataplane::open(options);

@@ -23,6 +23,7 @@ struct XdpHostOptions {
     std::string bpffs_dir;
     uint32_t source_capacity = SLUICE_SOURCE_CAPACITY_DEFAULT;
     uint32_t drop_sample_period = SLUICE_DROP_SAMPLE_PERIOD_DEFAULT;  // the least; XdpOptions says more
+    uint32_t prefix_capacity = SLUICE_PREFIX_CAPACITY_DEFAULT;        // per address family
 };
 
 class XdpHost : public InterfaceHost {
