@@ -21,7 +21,7 @@
 //               match_files = ["v4.txt", "v6.txt"]; the wall clock of
 //               `sluicectl --json policy push FILE`, and the daemon's own
 //               breakdown from its answer's "timing_ms" (whatever keys it
-//               has: read, compile, dataplane, store, total).
+//               has: lists, compile, dataplane, store, total).
 #include <signal.h>
 #include <unistd.h>
 
@@ -43,6 +43,8 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kDefaultClass = 1, kListedClass = 2;
+// What sluiced takes of prefix-list files per push: 1M per family is ~40 MB of text.
+constexpr uint64_t kMaxPushBytes = uint64_t{1} << 30;
 
 // "10", "10K", "100K", "1M": decimal thousands, or count_label's binary units.
 std::string size_label(uint64_t n) {
@@ -187,7 +189,8 @@ class Daemon {
         test::write_file(dir_ / "sluiced.toml",
                          "socket = \"" + socket() + "\"\nstate_dir = \"" + (dir_ / "state").string() +
                              "\"\nbpffs_dir = \"" + bpffs_dir_ + "\"\ndetach_on_exit = true\nprefix_capacity = " +
-                             std::to_string(prefix_capacity_) + "\n\n[[interface]]\nname = \"" + topology_.rx_dev +
+                             std::to_string(prefix_capacity_) + "\nmax_push_bytes = " + std::to_string(kMaxPushBytes) +
+                             "\n\n[[interface]]\nname = \"" + topology_.rx_dev +
                              "\"\nmode = \"native\"\n");
         test::write_file(dir_ / "policy" / "policy.toml",
                          "[[class]]\nname = \"default\"\nper_source = { rate = 1000, burst = 1000 }\n\n"
@@ -327,8 +330,14 @@ Status run_push(const CommonOptions& /*common*/, const PushOptions& options, Jso
     }
     if (daemon) {
         if (auto status = measure_daemon(options, daemon_steps); !status) return status;
-        // The daemon's breakdown: its known keys in order, then any other it gave.
-        std::vector<std::string> keys = {"read", "compile", "dataplane", "store", "total"};
+        // The daemon's breakdown: the keys it gave, those known in their order first.
+        std::vector<std::string> keys;
+        const auto given = [&](const std::string& key) {
+            return std::any_of(daemon_steps.begin(), daemon_steps.end(),
+                               [&](const Step& s) { return s.timing.contains(key); });
+        };
+        for (const char* key : {"read", "lists", "compile", "dataplane", "store", "total"})
+            if (given(key)) keys.push_back(key);
         for (const Step& s : daemon_steps)
             for (const auto& [key, value] : s.timing.items())
                 if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
