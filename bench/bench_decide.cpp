@@ -299,12 +299,13 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
 
     // The prefix table: the same rounds, many prefixes over few.
     const std::string many = count_label(options.prefixes);
-    Table prefix_table{"decide by the policy's prefixes per family (lease, hot source matched by a /24 or /48 of the "
-                       "policy), same run",
-                       {"traffic", "baseline ns", "no prefixes ns", std::to_string(kFewPrefixes) + " prefixes ns",
-                        many + " prefixes ns", many + "/" + std::to_string(kFewPrefixes),
-                        many + " - " + std::to_string(kFewPrefixes) + " ns"},
-                       {}};
+    Table prefix_table{
+        "decide by the policy's prefixes per family (lease, hot source matched by a /24 or /48 of the "
+        "policy), same run",
+        {"traffic", "baseline ns", "no prefixes ns", std::to_string(kFewPrefixes) + " prefixes ns",
+         many + " prefixes ns", many + "/" + std::to_string(kFewPrefixes),
+         many + " - " + std::to_string(kFewPrefixes) + " ns"},
+        {}};
     Json prefix_results = Json::array();
     for (size_t i = 0; i < 2; i++) {
         const Traffic& t = traffic[i];
@@ -312,8 +313,10 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         std::map<std::string, double> ns;
         for (const auto& c : cases) {
             if (c.traffic != &t) continue;
-            if (c.prefixes != 0) by_count[c.prefixes] = &c;
-            else ns[c.program] = lowest(c.ns);
+            if (c.prefixes != 0)
+                by_count[c.prefixes] = &c;
+            else
+                ns[c.program] = lowest(c.ns);
         }
         const double few = lowest(by_count[kFewPrefixes]->ns), lots = lowest(by_count[options.prefixes]->ns);
         Json row;
@@ -355,8 +358,9 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
     report["settings"]["prefixes"] = {
         {"few", kFewPrefixes},
         {"many", options.prefixes},
-        {"shapes", "per family, bench_prefixes.h: IPv4 /12../32 weighted to /24 (55%), IPv6 /29../64 weighted to "
-                   "/48 (50%); fixed seed; every prefix of the one class"}};
+        {"shapes",
+         "per family, bench_prefixes.h: IPv4 /12../32 weighted to /24 (55%), IPv6 /29../64 weighted to "
+         "/48 (50%); fixed seed; every prefix of the one class"}};
     for (const Json& row : algorithm_results) results.push_back(row);
     for (const Json& row : prefix_results) results.push_back(row);
     report["results"] = results;

@@ -95,10 +95,10 @@ struct Versions {
 struct Step {
     uint32_t size = 0;
     std::string step;
-    uint32_t slot = 0;      // the dataplane slot it landed in
-    uint64_t removed = 0;   // per family, against the previous version
+    uint32_t slot = 0;     // the dataplane slot it landed in
+    uint64_t removed = 0;  // per family, against the previous version
     uint64_t added = 0;
-    double ms = NAN;        // dataplane: apply; daemon: sluicectl's wall clock
+    double ms = NAN;               // dataplane: apply; daemon: sluicectl's wall clock
     Json timing = Json::object();  // daemon: its timing_ms
 };
 
@@ -169,8 +169,8 @@ class Daemon {
     Daemon(const PushOptions& options, const veth::Topology& topology, uint32_t prefix_capacity, uint32_t index)
         : options_(options),
           topology_(topology),
-          dir_(fs::temp_directory_path() / ("sluice-bench-push-" + std::to_string(getpid()) + "-" +
-                                            std::to_string(index))),
+          dir_(fs::temp_directory_path() /
+               ("sluice-bench-push-" + std::to_string(getpid()) + "-" + std::to_string(index))),
           bpffs_dir_("/sys/fs/bpf/sluice-bench-push-" + std::to_string(getpid()) + "-" + std::to_string(index)),
           prefix_capacity_(prefix_capacity) {}
     ~Daemon() {
@@ -190,8 +190,7 @@ class Daemon {
                          "socket = \"" + socket() + "\"\nstate_dir = \"" + (dir_ / "state").string() +
                              "\"\nbpffs_dir = \"" + bpffs_dir_ + "\"\ndetach_on_exit = true\nprefix_capacity = " +
                              std::to_string(prefix_capacity_) + "\nmax_push_bytes = " + std::to_string(kMaxPushBytes) +
-                             "\n\n[[interface]]\nname = \"" + topology_.rx_dev +
-                             "\"\nmode = \"native\"\n");
+                             "\n\n[[interface]]\nname = \"" + topology_.rx_dev + "\"\nmode = \"native\"\n");
         test::write_file(dir_ / "policy" / "policy.toml",
                          "[[class]]\nname = \"default\"\nper_source = { rate = 1000, burst = 1000 }\n\n"
                          "[[class]]\nname = \"listed\"\nmatch_files = [\"v4.txt\", \"v6.txt\"]\n"
@@ -218,9 +217,8 @@ class Daemon {
         if (auto status = write_prefix_file((dir_ / "policy" / "v4.txt").string(), v4); !status) return status;
         if (auto status = write_prefix_file((dir_ / "policy" / "v6.txt").string(), v6); !status) return status;
         const auto start = Clock::now();
-        const auto result =
-            ctl({"--timeout", "600000", "policy", "push", (dir_ / "policy" / "policy.toml").string()},
-                std::chrono::minutes(10));
+        const auto result = ctl({"--timeout", "600000", "policy", "push", (dir_ / "policy" / "policy.toml").string()},
+                                std::chrono::minutes(10));
         step.ms = ms_since(start);
         if (result.code != 0)
             return Error{"sluicectl policy push exited " + std::to_string(result.code) + ": " + result.err +
@@ -291,8 +289,9 @@ std::string change_label(const Step& s) {
 }
 
 Json step_json(const Step& s, const char* part) {
-    Json row = {{"part", part},       {"prefixes_per_family", s.size}, {"step", s.step}, {"slot", s.slot},
-                {"removed_per_family", s.removed}, {"added_per_family", s.added},  {"ms", s.ms}};
+    Json row = {{"part", part},   {"prefixes_per_family", s.size},   {"step", s.step},
+                {"slot", s.slot}, {"removed_per_family", s.removed}, {"added_per_family", s.added},
+                {"ms", s.ms}};
     if (std::string(part) == "daemon") row["timing_ms"] = s.timing;
     return row;
 }
@@ -309,11 +308,13 @@ Status run_push(const CommonOptions& /*common*/, const PushOptions& options, Jso
         {"steps",
          "load: first apply to a fresh dataplane; again: the same prefixes into the other slot; change (largest "
          "size, twice): change/2 prefixes removed and change/2 added per family, against the previous version"},
-        {"prefixes", "bench_prefixes.h: IPv4 /12../32 weighted to /24, IPv6 /29../64 weighted to /48, fixed seed, "
-                     "all of class \"listed\"; a \"default\" class beside it"},
+        {"prefixes",
+         "bench_prefixes.h: IPv4 /12../32 weighted to /24, IPv6 /29../64 weighted to /48, fixed seed, "
+         "all of class \"listed\"; a \"default\" class beside it"},
         {"dataplane", "XdpDataplane::apply alone, in process"},
-        {"daemon", "wall clock of `sluicectl --json policy push FILE` (match_files = [\"v4.txt\", \"v6.txt\"]), "
-                   "sluiced attached native to a veth in a namespace; timing_ms is sluiced's own breakdown"}};
+        {"daemon",
+         "wall clock of `sluicectl --json policy push FILE` (match_files = [\"v4.txt\", \"v6.txt\"]), "
+         "sluiced attached native to a veth in a namespace; timing_ms is sluiced's own breakdown"}};
     Json results = Json::array();
     std::vector<Step> dataplane_steps, daemon_steps;
     if (dataplane) {
@@ -322,8 +323,7 @@ Status run_push(const CommonOptions& /*common*/, const PushOptions& options, Jso
                     {"prefixes per family", "step", "slot", "vs previous version", "apply ms"},
                     {}};
         for (const Step& s : dataplane_steps) {
-            table.rows.push_back(
-                {size_label(s.size), s.step, std::to_string(s.slot), change_label(s), fixed(s.ms, 1)});
+            table.rows.push_back({size_label(s.size), s.step, std::to_string(s.slot), change_label(s), fixed(s.ms, 1)});
             results.push_back(step_json(s, "dataplane"));
         }
         table.print();
@@ -347,9 +347,8 @@ Status run_push(const CommonOptions& /*common*/, const PushOptions& options, Jso
         for (const Step& s : daemon_steps) {
             std::vector<std::string> row = {size_label(s.size), s.step, change_label(s), fixed(s.ms, 1)};
             for (const auto& key : keys)
-                row.push_back(s.timing.contains(key) && s.timing[key].is_number()
-                                  ? fixed(s.timing[key].get<double>(), 1)
-                                  : "-");
+                row.push_back(
+                    s.timing.contains(key) && s.timing[key].is_number() ? fixed(s.timing[key].get<double>(), 1) : "-");
             table.rows.push_back(row);
             results.push_back(step_json(s, "daemon"));
         }

@@ -253,8 +253,8 @@ int main(int argc, char** argv) {
         "ratios within one run only.");
     if (const auto exit = sluice::parse_command_line(app, argc, argv, kBadValueExit)) return *exit;
 
-    const std::vector<const Subcommand*> commands = {&decide_command, &veth_command, &memory_command,
-                                                     &fleet_command,  &http_command, &soak_command, &push_command,
+    const std::vector<const Subcommand*> commands = {&decide_command, &veth_command, &memory_command, &fleet_command,
+                                                     &http_command,   &soak_command, &push_command,
 #ifdef SLUICE_BENCH_DPDK
                                                      &dpdk_command
 #endif
