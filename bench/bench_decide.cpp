@@ -21,6 +21,11 @@
 // state and the rounds measure the steady state: each packet from a random
 // one of `sources` known sources.
 //
+// Classification: the hot sources again, under a policy of 10 and of
+// --prefixes prefixes per family (realistic shapes, bench_prefixes.h), each
+// hot source matched by one of them (192.0.2.0/24, 2001:db8::/48), so the
+// trie walk is a real one; the ratio many/few is the cost of a large policy.
+//
 // The figure is the lowest round, not the median: this machine has phases
 // in which every run of every program costs some 40 ns more (the kernel's own
 // timer shows them too), and they come and go within a run. Noise only ever
@@ -32,10 +37,13 @@
 #include <functional>
 #include <map>
 
+#include "bench_prefixes.h"
 #include "bench_subcommands.h"
 
 namespace sluice::bench {
 namespace {
+
+constexpr uint32_t kFewPrefixes = 10;  // per family, the prefix table's small policy
 
 struct Traffic {
     std::string name;
@@ -47,6 +55,7 @@ struct DecideCase {
     const Traffic* traffic;
     std::string program;  // "baseline", "probe", "split", "lease", or a window algorithm's name
     int fd;
+    uint32_t prefixes = 0;         // > 0: the prefix table's case, a policy with this many per family
     double call_ns = 0;            // the fixed cost of one BPF_PROG_TEST_RUN call
     std::vector<double> ns;        // one figure per round
     std::vector<uint32_t> kernel;  // the kernel's whole-ns figure, per round
@@ -92,9 +101,11 @@ const WindowProgram kWindowPrograms[] = {
 
 // Opens a dataplane with a table of `capacity` entries and applies `policy`.
 Result<std::unique_ptr<XdpDataplane>> open_with(uint32_t capacity,
-                                                const std::function<Result<CompiledPolicy>(uint32_t)>& policy) {
+                                                const std::function<Result<CompiledPolicy>(uint32_t)>& policy,
+                                                uint32_t prefix_capacity = SLUICE_PREFIX_CAPACITY_DEFAULT) {
     XdpOptions xdp_options;
     xdp_options.source_capacity = capacity;
+    xdp_options.prefix_capacity = prefix_capacity;
     auto opened = XdpDataplane::open(xdp_options);
     if (!opened) return Error{"loading ebpf/sluice.bpf.c (root needed): " + opened.error().message};
     auto compiled = policy(opened.value()->possible_cpus());
@@ -127,11 +138,11 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         const uint32_t capacity = std::max<uint32_t>(XdpOptions{}.source_capacity, t.sources * 2);
         auto baseline = BaselineProgram::load(mask);
         if (!baseline) return baseline.error();
-        cases.push_back({&t, "baseline", baseline.value()->fd(), 0, {}, {}});
+        cases.push_back({&t, "baseline", baseline.value()->fd(), 0, 0, {}, {}});
         baselines.push_back(std::move(baseline.value()));
         auto probe = ProbeProgram::load(mask, capacity);
         if (!probe) return probe.error();
-        cases.push_back({&t, "probe", probe.value()->fd(), 0, {}, {}});
+        cases.push_back({&t, "probe", probe.value()->fd(), 0, 0, {}, {}});
         probes.push_back(std::move(probe.value()));
         // Every packet is admitted at every level (but the log's class): the full path, no drops.
         std::vector<std::pair<std::string, std::function<Result<CompiledPolicy>(uint32_t)>>> programs;
@@ -158,8 +169,34 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
                 fd = program.value()->fd();
                 spread.push_back(std::move(program.value()));
             }
-            cases.push_back({&t, name, fd, 0, {}, {}});
+            cases.push_back({&t, name, fd, 0, 0, {}, {}});
         }
+    }
+
+    // Classification cost: the hot sources' lease program under a policy of
+    // few and of many prefixes per family (bench_prefixes.h), all of the one
+    // class, so the rest of the path is the lease row's. The lease row's
+    // policy has none and skips the lookup.
+    const uint32_t prefix_counts[] = {kFewPrefixes, options.prefixes};
+    for (const uint32_t count : prefix_counts) {
+        auto opened = open_with(
+            XdpOptions{}.source_capacity,
+            [count](uint32_t cpus) -> Result<CompiledPolicy> {
+                auto policy = single_class_policy(100'000'000'000, 4'000'000'000, Accuracy::lease, cpus);
+                if (!policy) return policy;
+                for (const uint8_t family : {SLUICE_FAMILY_IPV4, SLUICE_FAMILY_IPV6}) {
+                    auto generated = generated_prefixes(family, count, policy.value().header.default_class_id);
+                    policy.value().prefixes.insert(policy.value().prefixes.end(), generated.begin(), generated.end());
+                }
+                sort_prefixes(policy.value().prefixes);
+                mark_prefix_families(policy.value());
+                return policy;
+            },
+            std::max<uint32_t>(count, SLUICE_PREFIX_CAPACITY_DEFAULT));
+        if (!opened) return opened.error();
+        const int fd = opened.value()->program_fd();
+        dataplanes[{0, "lease, " + std::to_string(count) + " prefixes"}] = std::move(opened.value());
+        for (size_t i = 0; i < 2; i++) cases.push_back({&traffic[i], "lease", fd, count, 0, {}, {}});
     }
 
     // Warm up: every source inserted, caches and branch predictors primed.
@@ -215,7 +252,7 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         const uint32_t capacity = std::max<uint32_t>(XdpOptions{}.source_capacity, t.sources * 2);
         row["source_capacity"] = capacity;
         for (const auto& c : cases) {
-            if (c.traffic != &t) continue;
+            if (c.traffic != &t || c.prefixes != 0) continue;
             ns[c.program] = lowest(c.ns);
             row[c.program + "_ns_per_decision"] = ns[c.program];
             row[c.program + "_ns_median"] = median(c.ns);
@@ -260,6 +297,51 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
     table.print();
     algorithm_table.print();
 
+    // The prefix table: the same rounds, many prefixes over few.
+    const std::string many = count_label(options.prefixes);
+    Table prefix_table{
+        "decide by the policy's prefixes per family (lease, hot source matched by a /24 or /48 of the "
+        "policy), same run",
+        {"traffic", "baseline ns", "no prefixes ns", std::to_string(kFewPrefixes) + " prefixes ns",
+         many + " prefixes ns", many + "/" + std::to_string(kFewPrefixes),
+         many + " - " + std::to_string(kFewPrefixes) + " ns"},
+        {}};
+    Json prefix_results = Json::array();
+    for (size_t i = 0; i < 2; i++) {
+        const Traffic& t = traffic[i];
+        std::map<uint32_t, const DecideCase*> by_count;
+        std::map<std::string, double> ns;
+        for (const auto& c : cases) {
+            if (c.traffic != &t) continue;
+            if (c.prefixes != 0)
+                by_count[c.prefixes] = &c;
+            else
+                ns[c.program] = lowest(c.ns);
+        }
+        const double few = lowest(by_count[kFewPrefixes]->ns), lots = lowest(by_count[options.prefixes]->ns);
+        Json row;
+        row["traffic"] = t.name;
+        row["sources"] = t.sources;
+        row["table"] = "prefixes";
+        row["algorithm"] = "gcra";
+        row["accuracy"] = "lease";
+        row["matched_prefix"] = t.ipv6 ? "2001:db8::/48" : "192.0.2.0/24";
+        row["few_prefixes"] = kFewPrefixes;
+        row["many_prefixes"] = options.prefixes;
+        row["baseline_ns_per_decision"] = ns["baseline"];
+        row["no_prefixes_ns_per_decision"] = ns["lease"];
+        row["few_prefixes_ns_per_decision"] = few;
+        row["many_prefixes_ns_per_decision"] = lots;
+        row["few_prefixes_ns_rounds"] = by_count[kFewPrefixes]->ns;
+        row["many_prefixes_ns_rounds"] = by_count[options.prefixes]->ns;
+        row["many_to_few"] = lots / few;
+        row["many_minus_few_ns"] = lots - few;
+        prefix_results.push_back(row);
+        prefix_table.rows.push_back({t.name, fixed(ns["baseline"], 1), fixed(ns["lease"], 1), fixed(few, 1),
+                                     fixed(lots, 1), fixed(lots / few, 2), fixed(lots - few, 1)});
+    }
+    prefix_table.print();
+
     report["settings"] = {{"repeat", repeat},
                           {"rounds", rounds},
                           {"timing",
@@ -273,7 +355,14 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
                            "admitted at the source, aggregate and global levels; no new-source budget); split/lease: "
                            "the aggregate's and global's accuracy"},
                           {"probe", "parse, one BPF hash-map lookup of the source (insert on a miss), XDP_DROP"}};
+    report["settings"]["prefixes"] = {
+        {"few", kFewPrefixes},
+        {"many", options.prefixes},
+        {"shapes",
+         "per family, bench_prefixes.h: IPv4 /12../32 weighted to /24 (55%), IPv6 /29../64 weighted to "
+         "/48 (50%); fixed seed; every prefix of the one class"}};
     for (const Json& row : algorithm_results) results.push_back(row);
+    for (const Json& row : prefix_results) results.push_back(row);
     report["results"] = results;
     return ok_status();
 }

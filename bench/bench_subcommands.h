@@ -24,6 +24,7 @@ struct DecideOptions {
     uint32_t repeat = 2'000'000;  // runs per BPF_PROG_TEST_RUN call
     uint64_t rounds = 21;
     uint32_t sources = 1u << 20;  // the many-sources case
+    uint32_t prefixes = 1u << 20;  // per family, the prefix table's large policy (next to 10)
 };
 
 struct VethOptions {
@@ -91,12 +92,21 @@ struct SoakOptions {
     std::string sluicectl = SLUICE_BENCH_SLUICECTL;
 };
 
+struct PushOptions {
+    std::vector<uint64_t> sizes{10, 10'000, 100'000, 1u << 20};  // prefixes per family
+    uint64_t change = 10'000;  // per family, on the largest size: half removed, half added
+    std::vector<std::string> parts{"dataplane", "daemon"};
+    std::string sluiced = SLUICE_BENCH_SLUICED;
+    std::string sluicectl = SLUICE_BENCH_SLUICECTL;
+};
+
 Status run_decide(const CommonOptions& common, const DecideOptions& options, Json& report);
 Status run_veth(const CommonOptions& common, const VethOptions& options, Json& report);
 Status run_memory(const CommonOptions& common, const MemoryOptions& options, Json& report);
 Status run_fleet(const CommonOptions& common, const FleetBenchOptions& options, Json& report);
 Status run_http(const CommonOptions& common, const HttpBenchOptions& options, Json& report);
 Status run_soak(const CommonOptions& common, const SoakOptions& options, Json& report);
+Status run_push(const CommonOptions& common, const PushOptions& options, Json& report);
 #ifdef SLUICE_BENCH_DPDK  // built with -Ddpdk (bench_dpdk.cpp)
 Status run_dpdk(const CommonOptions& common, const DpdkBenchOptions& options, Json& report);
 #endif

@@ -114,6 +114,10 @@ int main(int argc, char** argv) {
         .option("--sources", "N", decide.sources, uint32_t{1} << 12,
                 "the many-sources case (the source is 10.0.0.0 + counter & (N-1))")
         ->check(power_of_two(2, 1u << 24));
+    decide_command
+        .option("--prefixes", "N", decide.prefixes, uint32_t{1} << 10,
+                "prefixes per family of the large policy in the prefix table (next to 10)")
+        ->check(CLI::Range(uint32_t{11}, uint32_t{SLUICE_PREFIX_CAPACITY_MAX}));
 
     VethOptions veth;
     Subcommand veth_command(
@@ -210,6 +214,26 @@ int main(int argc, char** argv) {
     soak_command.option("--sluiced", "PATH", soak.sluiced, "the sluiced binary");
     soak_command.option("--sluicectl", "PATH", soak.sluicectl, "the sluicectl binary");
 
+    PushOptions push;
+    Subcommand push_command(app, "push",
+                            "ms per policy push of 10 .. 1M prefixes per family, and of a 10K-prefix change to the "
+                            "largest: XdpDataplane::apply in process, and sluicectl policy push to sluiced end to end",
+                            common, json_help, [&](Json& report) { return run_push(common, push, report); });
+    push_command
+        .option("--sizes", "LIST", push.sizes, std::vector<uint64_t>{10, 1000},
+                "prefixes per family, comma-separated; the largest also gets the changes")
+        ->delimiter(',')
+        ->check(CLI::Range(uint64_t{1}, uint64_t{SLUICE_PREFIX_CAPACITY_MAX}));
+    push_command
+        .option("--change", "N", push.change, uint64_t{100},
+                "prefixes changed per family and change, half removed and half added (0: no change steps)")
+        ->check(CLI::Range(uint64_t{0}, uint64_t{SLUICE_PREFIX_CAPACITY_MAX}));
+    push_command.option("--parts", "LIST", push.parts, "what to measure, comma-separated")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"dataplane", "daemon"}));
+    push_command.option("--sluiced", "PATH", push.sluiced, "the sluiced binary");
+    push_command.option("--sluicectl", "PATH", push.sluicectl, "the sluicectl binary");
+
 #ifdef SLUICE_BENCH_DPDK
     DpdkBenchOptions dpdk;
     Subcommand dpdk_command(app, "dpdk",
@@ -229,8 +253,8 @@ int main(int argc, char** argv) {
         "ratios within one run only.");
     if (const auto exit = sluice::parse_command_line(app, argc, argv, kBadValueExit)) return *exit;
 
-    const std::vector<const Subcommand*> commands = {&decide_command, &veth_command, &memory_command,
-                                                     &fleet_command,  &http_command, &soak_command,
+    const std::vector<const Subcommand*> commands = {&decide_command, &veth_command, &memory_command, &fleet_command,
+                                                     &http_command,   &soak_command, &push_command,
 #ifdef SLUICE_BENCH_DPDK
                                                      &dpdk_command
 #endif

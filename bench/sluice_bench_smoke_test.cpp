@@ -94,7 +94,14 @@ TEST_F(BenchSmoke, DecideReportsNsPerDecisionAndRatios) {
     const auto results = smoke("decide");
     ASSERT_TRUE(results.is_array());
     std::map<std::string, int> rows;  // by algorithm, and level if not gcra
+    int prefix_rows = 0;
     for (const auto& row : results) {
+        if (row.value("table", "") == "prefixes") {
+            prefix_rows++;
+            for (const char* key : {"few_prefixes_ns_per_decision", "many_prefixes_ns_per_decision", "many_to_few"})
+                EXPECT_TRUE(is_figure(row.value(key, nlohmann::json{}))) << key << " in " << row.dump();
+            continue;
+        }
         const std::string algorithm = row.value("algorithm", "");
         rows[algorithm == "gcra" ? algorithm : row.value("level", "") + " " + algorithm]++;
         const std::vector<const char*> keys =
@@ -109,6 +116,7 @@ TEST_F(BenchSmoke, DecideReportsNsPerDecisionAndRatios) {
     for (const char* algorithm : {"aggregate fixed_window", "aggregate sliding_window", "aggregate sliding_log",
                                   "per_source fixed_window", "per_source sliding_window"})
         EXPECT_EQ(rows[algorithm], rows["gcra"]) << algorithm;
+    EXPECT_EQ(prefix_rows, 2);  // hot IPv4, hot IPv6
 }
 
 TEST_F(BenchSmoke, MemoryReportsBytesPerSourceForBothFamilies) {
@@ -222,6 +230,24 @@ TEST_F(FleetBenchSmoke, FleetReportsRoundTripsBoundAndRedisCapacity) {
             EXPECT_TRUE(is_figure(row.value(key, nlohmann::json{}))) << key << " in " << row.dump();
         EXPECT_GT(row.value("exchanges", 0u), 0u) << row.dump();
     }
+}
+
+TEST_F(BenchSmoke, PushReportsApplyAndEndToEndTimes) {
+    const auto results = smoke("push");
+    ASSERT_TRUE(results.is_array());
+    std::map<std::string, std::vector<std::string>> steps;  // by part
+    for (const auto& row : results) {
+        steps[row.value("part", "")].push_back(row.value("step", ""));
+        EXPECT_TRUE(is_figure(row.value("ms", nlohmann::json{}))) << row.dump();
+    }
+    // --smoke: sizes 10 and 1000 (load, again), then two changes to the 1000.
+    const std::vector<std::string> expected = {"load", "again", "load", "again", "change", "change"};
+    EXPECT_EQ(steps["dataplane"], expected);
+    EXPECT_EQ(steps["daemon"], expected);
+    // The daemon's temp dirs (config, policy, prefix files) are gone.
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator("/tmp", ec))
+        EXPECT_NE(entry.path().filename().string().rfind("sluice-bench-push-", 0), 0u) << entry.path();
 }
 
 // http needs nginx and wrk, not BPF: its own fixture.
