@@ -54,6 +54,8 @@ Result<std::unique_ptr<DpdkDataplane>> DpdkDataplane::create(const DpdkOptions& 
                      std::to_string(SLUICE_SOURCE_CAPACITY_MAX)};
     if (options.drop_sample_period == 0 || (options.drop_sample_period & (options.drop_sample_period - 1)) != 0)
         return Error{"drop_sample_period must be a power of two"};
+    if (options.prefix_capacity < 1 || options.prefix_capacity > SLUICE_PREFIX_CAPACITY_MAX)
+        return Error{"prefix_capacity must be in 1.." + std::to_string(SLUICE_PREFIX_CAPACITY_MAX)};
     std::unique_ptr<DpdkDataplane> dataplane(new DpdkDataplane());
     if (auto status = dataplane->allocate(options); !status) return status.error();
     return dataplane;
@@ -200,6 +202,8 @@ Status DpdkDataplane::write_slot(Slot& slot, const CompiledPolicy& policy) {
 
 Status DpdkDataplane::apply(const CompiledPolicy& policy) {
     if (auto status = validate(policy); !status) return status;
+    if (auto status = check_prefix_capacity(policy, options_.prefix_capacity, "--prefix-capacity"); !status)
+        return status;
     std::lock_guard lock(apply_mutex_);
     const Slot& running = slots_[active_.load(std::memory_order_relaxed)];
     std::vector<sluice_class_entry> running_classes;

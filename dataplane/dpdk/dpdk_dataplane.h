@@ -58,6 +58,10 @@ struct DpdkOptions {
     // worker's event ring, when drain_events raises it
     // (control/lib/drop_sampling.h).
     uint32_t drop_sample_period = SLUICE_DROP_SAMPLE_PERIOD_DEFAULT;
+    // Prefixes a policy may have per address family
+    // (1..SLUICE_PREFIX_CAPACITY_MAX): apply() refuses more. Tables are
+    // sized for the policy at hand, not for this.
+    uint32_t prefix_capacity = SLUICE_PREFIX_CAPACITY_DEFAULT;
     // Read time from set_test_clock() instead of the TSC.
     bool test_clock = false;
     // NUMA socket for the tables (-1: any).
