@@ -48,7 +48,10 @@ std::string table_name(const char* what) {
 // rte_lpm6.c's RTE_LPM6_TBL8_MAX_NUM_GROUPS, which rte_lpm6.h does not export.
 constexpr uint32_t kLpm6MaxGroups = 1u << 21;
 // A family's trie is sized with a quarter more rules and tbl8 groups than the
-// policy needs, and at least these, so that small edits fit in place.
+// policy needs, and at least these, so that small edits fit in place. It costs
+// 64 MiB of tbl24, 8 B (IPv4) or about 70 B (IPv6) a rule and 1 KiB a group:
+// measured, 1M IPv4 prefixes of a realistic mix take 320 MiB a slot and 1M
+// IPv6 /48s 0.9-1.5 GiB (README.md, The DPDK dataplane, Memory).
 constexpr uint64_t kMinRules = 1024, kMinGroups = 256;
 // Up to this many removed plus written prefixes (or as many as the new set
 // has, if more) are edited in place; a larger change re-creates the trie,
