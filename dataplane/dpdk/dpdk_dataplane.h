@@ -13,11 +13,13 @@
 // XDP program's per-CPU and shared maps: same semantics, same bound.
 //
 // Policy versions. Two slots, as in XDP: apply() writes the inactive slot
-// (header, class entries, fresh rte_lpm/rte_lpm6 tries), flips the active
-// index, then waits on an RCU (QSBR) grace period: every worker reports a
-// quiescent state after each burst, so once the wait returns no worker reads
-// the old slot and it may be rewritten. A worker reads the active index once
-// per burst, so one burst never mixes two versions.
+// (header, class entries, and its rte_lpm/rte_lpm6 tries: only the prefixes
+// that changed since that slot last held a version, or fresh tries when the
+// new set does not fit), flips the active index, then waits on an RCU (QSBR)
+// grace period: every worker reports a quiescent state after each burst, so
+// once the wait returns no worker reads the old slot and it may be
+// rewritten. A worker reads the active index once per burst, so one burst
+// never mixes two versions.
 //
 // Time is read once per RX burst: the TSC scaled to nanoseconds (or, for
 // tests, a clock they set).
@@ -58,6 +60,10 @@ struct DpdkOptions {
     // worker's event ring, when drain_events raises it
     // (control/lib/drop_sampling.h).
     uint32_t drop_sample_period = SLUICE_DROP_SAMPLE_PERIOD_DEFAULT;
+    // Prefixes a policy may have per address family
+    // (1..SLUICE_PREFIX_CAPACITY_MAX): apply() refuses more. Tables are
+    // sized for the policy at hand, not for this.
+    uint32_t prefix_capacity = SLUICE_PREFIX_CAPACITY_DEFAULT;
     // Read time from set_test_clock() instead of the TSC.
     bool test_clock = false;
     // NUMA socket for the tables (-1: any).
@@ -137,6 +143,8 @@ class DpdkDataplane final : public EnforcementPoint {
     DpdkDataplane() = default;
     Status allocate(const DpdkOptions& options);
     Status write_slot(Slot& slot, const CompiledPolicy& policy);
+    Status write_prefixes(Slot& slot, uint8_t family, const std::vector<PolicyPrefix>& to);
+    Status recreate_table(Slot& slot, uint8_t family, const std::vector<PolicyPrefix>& to);
 
     DpdkOptions options_;
     std::vector<WorkerState*> states_;  // rte_zmalloc'd, cache-aligned; freed in the destructor

@@ -12,6 +12,7 @@
 #include <rte_ring_elem.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "dpdk_dataplane.h"
 
@@ -100,12 +101,24 @@ struct Accounting {
 
 namespace sluice {
 
+// What one family's trie in a slot was created for and holds now (the
+// control side's record: workers never read it).
+struct PrefixTableState {
+    uint32_t rules = 0;                 // rules it was created for
+    uint32_t groups = 0;                // tbl8 groups it was created for
+    std::vector<PolicyPrefix> prefixes;  // what it holds, sorted by prefix_less
+};
+
 struct DpdkDataplane::Slot {
     sluice_policy_header header{};
     sluice_class_entry classes[SLUICE_MAX_CLASSES]{};
     sluice_shape_drain drains[SLUICE_MAX_CLASSES]{};  // by class id, for classes with an aggregate
+    // Created the first time a policy has prefixes of the family (workers
+    // look only when the header's has_prefixes_v4/v6 says so) and kept across
+    // versions: freeing one costs a write of all its memory (see write_slot).
     rte_lpm* lpm4 = nullptr;
     rte_lpm6* lpm6 = nullptr;
+    PrefixTableState table4, table6;
 };
 
 struct DpdkDataplane::Shared {
