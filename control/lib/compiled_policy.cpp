@@ -264,19 +264,6 @@ PolicyPrefix masked_prefix(PolicyPrefix p) {
     return p;
 }
 
-bool prefix_less(const PolicyPrefix& a, const PolicyPrefix& b) {
-    if (a.family != b.family) return a.family < b.family;
-    // Two big-endian halves: a sort of millions of prefixes runs this ~20 times each.
-    const auto half = [](const PolicyPrefix& p, size_t at) {
-        uint64_t word;
-        std::memcpy(&word, p.addr.data() + at, sizeof(word));
-        return __builtin_bswap64(word);
-    };
-    if (const uint64_t x = half(a, 0), y = half(b, 0); x != y) return x < y;
-    if (const uint64_t x = half(a, 8), y = half(b, 8); x != y) return x < y;
-    return a.length < b.length;
-}
-
 void sort_prefixes(std::vector<PolicyPrefix>& prefixes) { std::sort(prefixes.begin(), prefixes.end(), prefix_less); }
 
 PrefixChanges prefix_changes(const std::vector<PolicyPrefix>& from, const std::vector<PolicyPrefix>& to) {

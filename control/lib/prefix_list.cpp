@@ -113,6 +113,8 @@ Result<PrefixList> parse_prefix_list(std::string_view content, std::string_view 
         return Error{std::string(name) + ":" + std::to_string(line) + ": " + what};
     };
     PrefixList list;
+    // One entry per line at most: reserved, so a million lines grow no vector.
+    list.entries.reserve(static_cast<size_t>(std::count(content.begin(), content.end(), '\n')) + 1);
     uint32_t line = 0;
     size_t start = 0;
     while (start < content.size()) {
@@ -137,8 +139,10 @@ Result<PrefixList> parse_prefix_list(std::string_view content, std::string_view 
         list.entries.push_back(entry);
     }
 
-    std::sort(list.entries.begin(), list.entries.end(),
-              [](const PrefixListEntry& a, const PrefixListEntry& b) { return prefix_less(a.prefix, b.prefix); });
+    // Lists are often published sorted, and the store keeps them sorted.
+    const auto less = [](const PrefixListEntry& a, const PrefixListEntry& b) { return prefix_less(a.prefix, b.prefix); };
+    if (!std::is_sorted(list.entries.begin(), list.entries.end(), less))
+        std::sort(list.entries.begin(), list.entries.end(), less);
     for (size_t i = 1; i < list.entries.size(); i++) {
         const PrefixListEntry& a = list.entries[i - 1];
         const PrefixListEntry& b = list.entries[i];

@@ -46,7 +46,6 @@ struct Options {
     std::string fleet_file;  // a [fleet] table, as sluiced.toml's
     sluice::DaemonConfig daemon;
     uint32_t mbufs = 65535;  // 2^n - 1 fills a mempool best
-    uint32_t prefix_capacity = SLUICE_PREFIX_CAPACITY_DEFAULT;
 };
 
 sluice::DaemonSignals g_signals;
@@ -77,7 +76,7 @@ void declare_options(CLI::App& app, Options& options) {
         ->type_name("N")
         ->check(CLI::Range(SLUICE_SOURCE_CAPACITY_MIN, SLUICE_SOURCE_CAPACITY_MAX))
         ->capture_default_str();
-    app.add_option("--prefix-capacity", options.prefix_capacity,
+    app.add_option("--prefix-capacity", options.daemon.prefix_capacity,
                    "prefixes a policy may have per address family; a policy with more is refused")
         ->type_name("N")
         ->check(CLI::Range(1u, SLUICE_PREFIX_CAPACITY_MAX))
@@ -211,7 +210,7 @@ int run(int argc, char** argv) {
     sluice::DpdkOptions dp_options;
     dp_options.workers = workers;
     dp_options.source_capacity = options.daemon.source_capacity;
-    dp_options.prefix_capacity = options.prefix_capacity;
+    dp_options.prefix_capacity = options.daemon.prefix_capacity;
     dp_options.socket_id = socket;
     auto dataplane = sluice::DpdkDataplane::create(dp_options);
     if (!dataplane) return fail("cannot create the dataplane", dataplane.error());
