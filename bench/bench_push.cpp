@@ -158,6 +158,10 @@ Status measure_dataplane(const PushOptions& options, std::vector<Step>& steps) {
             steps[first + i].ms = ms;
             std::printf("  dataplane %s %s: %.1f ms\n", size_label(size).c_str(), versions.steps[i].c_str(), ms);
             std::fflush(stdout);
+            // What sluiced's control loop does after replying (untimed, as
+            // it is not part of a push): the standby slot catches up.
+            if (auto settled = dp.value()->settle(); !settled)
+                return Error{"settling after " + versions.steps[i] + ": " + settled.error().message};
         }
     }
     return ok_status();

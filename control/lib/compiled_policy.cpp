@@ -245,14 +245,6 @@ Status validate(const CompiledPolicy& policy) {
     return validate_requests(policy);
 }
 
-bool host_bits_clear(const PolicyPrefix& p) {
-    const unsigned full = p.length / 8;
-    if (p.length % 8 && (p.addr[full] & (0xffu >> (p.length % 8)))) return false;
-    for (unsigned byte = full + (p.length % 8 ? 1 : 0); byte < p.addr.size(); byte++)
-        if (p.addr[byte]) return false;
-    return true;
-}
-
 std::string prefix_text(const PolicyPrefix& p) {
     char text[INET6_ADDRSTRLEN] = "?";
     inet_ntop(p.family == SLUICE_FAMILY_IPV4 ? AF_INET : AF_INET6, p.addr.data(), text, sizeof(text));

@@ -65,8 +65,14 @@ struct CompiledPolicy {
     const sluice_class_entry* find_class(uint32_t class_id) const;
 };
 
-// No bit set past the prefix's length.
-bool host_bits_clear(const PolicyPrefix& p);
+// No bit set past the prefix's length. Inline: validate() runs it on every prefix.
+inline bool host_bits_clear(const PolicyPrefix& p) {
+    const unsigned full = p.length / 8;
+    if (p.length % 8 && (p.addr[full] & (0xffu >> (p.length % 8)))) return false;
+    for (unsigned byte = full + (p.length % 8 ? 1 : 0); byte < p.addr.size(); byte++)
+        if (p.addr[byte]) return false;
+    return true;
+}
 // The prefix with every bit past its length cleared.
 PolicyPrefix masked_prefix(PolicyPrefix p);
 // "192.0.2.0/24", "2001:db8::/32".

@@ -122,7 +122,7 @@ Status XdpDataplane::load(const XdpOptions& options) {
     if (auto status = adopt_or_stamp_meta(); !status) return status;
     // New tries hold nothing; adopted ones are read as unknown and emptied at their first write.
     if (!adopted_meta_)
-        for (auto& held : slot_prefixes_) held.emplace();
+        for (SlotPrefixes& held : slot_prefixes_) held.known = true;
     if (auto status = map_shared(skel_->maps.sluice_sources, uint64_t{source_sets_} * sizeof(sluice_source_set),
                                  "the source table", sources_);
         !status)
@@ -363,19 +363,21 @@ Status XdpDataplane::write_slot_prefixes(uint32_t slot, const std::vector<Policy
     // What the slot holds is known once this process wrote it; a slot of
     // adopted pins is emptied first. From then on only the difference is
     // written: a 10K-prefix change to a million-prefix policy is 10K writes.
-    std::optional<std::vector<PolicyPrefix>>& held = slot_prefixes_[slot];
-    if (!held) {
+    SlotPrefixes& held = slot_prefixes_[slot];
+    if (!held.known) {
         if (auto status = clear_lpm_slot<sluice_lpm_v4_key>(v4_fd, slot); !status) return status;
         if (auto status = clear_lpm_slot<sluice_lpm_v6_key>(v6_fd, slot); !status) return status;
-        held.emplace();
+        held.prefixes.clear();
+        held.known = true;
     }
-    const PrefixChanges changes = prefix_changes(*held, prefixes);
-    held.reset();  // unknown until every change is in
+    const PrefixChanges changes = prefix_changes(held.prefixes, prefixes);
+    held.known = false;  // until every change is in
     if (auto status = change_lpm_slot<sluice_lpm_v4_key>(v4_fd, slot, SLUICE_FAMILY_IPV4, changes); !status)
         return status;
     if (auto status = change_lpm_slot<sluice_lpm_v6_key>(v6_fd, slot, SLUICE_FAMILY_IPV6, changes); !status)
         return status;
-    held = prefixes;
+    held.prefixes.assign(prefixes.begin(), prefixes.end());
+    held.known = true;
     log(LogLevel::info, "policy slot written",
         {{"slot", std::to_string(slot)},
          {"version", std::to_string(version)},
@@ -427,6 +429,7 @@ Status XdpDataplane::apply(const CompiledPolicy& policy) {
     if (auto status = write_slot(target, next, policy.prefixes); !status) return status;
     if (const int err = bpf_map_update_elem(active_fd, &zero, &target, BPF_ANY))
         return syscall_error(SyscallOp::map_update, "flipping the active policy slot", error_code(err));
+    standby_behind_ = true;
 
     for (const CountRestart& restart : restarts)
         log(LogLevel::info, describe(restart), {{"version", std::to_string(policy.header.version)}});
@@ -442,15 +445,18 @@ Status XdpDataplane::settle() {
         return syscall_error(SyscallOp::map_lookup, "reading the active policy slot", error_code(err));
     active &= SLUICE_POLICY_SLOTS - 1;
     // The next version goes into the slot just left, as what it holds plus
-    // the difference. After a load into new or adopted tries that slot holds
-    // none of the running prefixes: it gets them once, so the next push
-    // writes only its own changes.
-    const std::optional<std::vector<PolicyPrefix>>& running = slot_prefixes_[active];
-    const std::optional<std::vector<PolicyPrefix>>& left = slot_prefixes_[active ^ 1];
-    if (!running || running->empty() || (left && !left->empty())) return ok_status();
+    // the difference. Brought up to the running prefixes here, after the
+    // reply, that difference is the next push's own changes only, not also
+    // the last push's; and after a load into new or adopted tries, not all
+    // of them.
+    const SlotPrefixes& running = slot_prefixes_[active];
+    if (!standby_behind_ || !running.known) return ok_status();
     if (auto status = wait_for_readers(); !status) return status;
     auto version = active_version();
-    return write_slot_prefixes(active ^ 1, *running, version ? version.value() : 0);
+    if (auto status = write_slot_prefixes(active ^ 1, running.prefixes, version ? version.value() : 0); !status)
+        return status;
+    standby_behind_ = false;
+    return ok_status();
 }
 
 Result<std::vector<sluice_class_entry>> XdpDataplane::read_classes(uint32_t slot) {

@@ -139,12 +139,14 @@ TEST_F(PrefixListE2E, AListedClassIsEnforcedReloadedByDifferenceAndRolledBackToI
     signal_daemon(SIGHUP);
     const auto second = wait_for_version_after(*first);
     ASSERT_TRUE(second) << "the edited list made no new version";
+    // The new version's slot, and (once the reply is out) the standby slot
+    // brought up to it: each the same two writes.
     const auto writes = slot_writes(*second);
-    ASSERT_EQ(writes.size(), 1u) << "expected one slot write for version " << *second;
+    ASSERT_FALSE(writes.empty()) << "no slot write logged for version " << *second;
     figure_line("reload", "version " + std::to_string(*second) + " wrote " + std::to_string(writes[0].first) +
                               " and removed " + std::to_string(writes[0].second) + " prefixes of " +
                               std::to_string(kListed));
-    EXPECT_EQ(writes[0], std::make_pair(uint64_t{1}, uint64_t{1}));
+    for (const auto& write : writes) EXPECT_EQ(write, std::make_pair(uint64_t{1}, uint64_t{1}));
 
     r = traffic({kListedSource, kAddedLater, kMetered}, kSeconds);
     ASSERT_TRUE(r);
