@@ -5,12 +5,12 @@
 // For each size N of --sizes (prefixes per family, bench_prefixes.h's
 // shapes, every one of class "listed"; a "default" class beside it):
 //   load   - the first apply to a fresh dataplane (slot 1, empty before);
-//   again  - the same prefixes again, into the other slot (empty before);
+//   again  - the same prefixes again, into the other slot (which settle(),
+//            as sluiced calls it after each reply, filled after the load:
+//            nothing to write, so this is a push's fixed cost);
 // and for the largest size, two changes in a row, each removing --change/2
-// prefixes per family and adding --change/2 new ones (so each slot is
-// written once more: the slot a change lands in holds the version before
-// the previous one, i.e. 2 x --change prefixes away per family by the
-// second change):
+// prefixes per family and adding --change/2 new ones (settle() keeps the
+// standby slot at the previous version, so each writes just its change):
 //   change - A -> B, then B -> C.
 // Two parts, each on its own fresh dataplane per size:
 //   dataplane - XdpDataplane::apply in this process, timed alone (the
@@ -110,7 +110,7 @@ void fill_changes(const Versions& versions, std::vector<Step>& steps, uint32_t s
         step.slot = (i + 1) % 2;  // the first apply lands in slot 1 (0 is active, empty)
         if (versions.steps[i] == "change") {
             step.added = step.removed = versions.half;  // by construction (Versions::make)
-        } else {
+        } else if (versions.steps[i] == "load") {
             step.added = versions.v4[i].size();  // into an empty slot
         }
         steps.push_back(step);
@@ -310,7 +310,7 @@ Status run_push(const CommonOptions& /*common*/, const PushOptions& options, Jso
         {"change", options.change},
         {"parts", options.parts},
         {"steps",
-         "load: first apply to a fresh dataplane; again: the same prefixes into the other slot; change (largest "
+         "load: first apply to a fresh dataplane; again: the same prefixes again (the other slot, settled); change (largest "
          "size, twice): change/2 prefixes removed and change/2 added per family, against the previous version"},
         {"prefixes",
          "bench_prefixes.h: IPv4 /12../32 weighted to /24, IPv6 /29../64 weighted to /48, fixed seed, "

@@ -533,13 +533,13 @@ Status Daemon::run(DaemonSignals& signals) {
             log(LogLevel::info, "SIGHUP: reloading the policy file");
             reload_policy_file();
         }
+        settle_dataplanes();  // after the replies of a push, rollback or reload are out
         sync_fleet_quotas();  // right after a push, rollback or reload changed the version
         sync_request_policy();
         drain_drop_events();
         const auto now = Clock::now();
         if (now - last_sample_ >= kSampleInterval) {
             check_interfaces();
-            settle_dataplanes();
             sample_counters();
             publish_metrics();
             last_sample_ = now;

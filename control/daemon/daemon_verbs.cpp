@@ -71,12 +71,14 @@ json push_json(const PushOutcome& outcome) {
 Result<PrefixLists> attached_lists(const json& args) {
     const auto attachments = args.find("attachments");
     if (attachments == args.end()) return PrefixLists{};
-    PrefixListTexts texts;
+    PrefixLists lists;
     for (const auto& [name, bytes] : attachments->items()) {
         if (!bytes.is_string()) return control_error(ErrorCode::bad_request, "attachment " + name + " is not bytes");
-        texts.emplace(name, bytes.get_ref<const std::string&>());
+        auto list = parse_prefix_list(bytes.get_ref<const std::string&>(), name);
+        if (!list) return list.error();
+        lists.emplace(name, std::move(list.value()));
     }
-    return parse_prefix_lists(texts);
+    return lists;
 }
 
 // A failure of the daemon itself, not of the request.
@@ -372,8 +374,18 @@ void Daemon::serve(Verb verb, Handler handler) {
     }
     // Who changed what the daemon enforces, in the log, whatever the outcome.
     server_.handle(std::string(spec.wire), [&spec, handler = std::move(handler)](const json& args, const Peer& peer) {
-        json shown = args;
-        if (shown.is_object()) shown.erase("text");  // a policy's text is in the version store
+        // Not the policy's text (it is in the version store), nor its prefix
+        // lists (megabytes: their sizes only).
+        json shown = json::object();
+        for (const auto& [key, value] : args.items()) {
+            if (key == "text") continue;
+            if (key == "attachments" && value.is_object()) {
+                for (const auto& [name, bytes] : value.items())
+                    shown["attachment_bytes"][name] = bytes.is_string() ? bytes.get_ref<const std::string&>().size() : 0;
+                continue;
+            }
+            shown[key] = value;
+        }
         log(LogLevel::info, std::string(spec.wire) + " requested",
             {{"peer_uid", std::to_string(peer.uid)},
              {"peer_pid", std::to_string(peer.pid)},

@@ -265,18 +265,20 @@ struct ControlServer::State {
             return error_response(id, ErrorCode::unknown_verb,
                                   "unknown verb \"" + verb + "\"; known verbs: " + (known.empty() ? "none" : known));
         }
-        json args = json::object();
+        // By reference: a push's args carry megabytes of attachments.
+        static const json kNoArgs = json::object();
+        const json* args = &kNoArgs;
         if (auto found = request.find("args"); found != request.end() && !found->is_null()) {
             if (!found->is_object()) {
                 count(verb, control_error_code_name(ErrorCode::bad_request));
                 return error_response(id, ErrorCode::bad_request, "\"args\" must be a JSON object");
             }
-            args = *found;
+            args = &*found;
         }
         // Handlers read args with nlohmann accessors, which throw on a wrong
         // type: that is the client's mistake. Anything else is ours.
         try {
-            Result<json> result = handler->second(args, peer);
+            Result<json> result = handler->second(*args, peer);
             if (result.ok()) {
                 count(verb, "ok");
                 return {{"id", id}, {"ok", true}, {"result", std::move(result.value())}};

@@ -31,9 +31,9 @@ class Dataplane {
     virtual Status apply(const CompiledPolicy& policy) = 0;
     // The running policy's version (0 before the first apply).
     virtual Result<uint64_t> active_version() = 0;
-    // Work for the quiet time after an apply, which the control loop calls
-    // between requests: bringing the slot just left up to the running
-    // version, so that the next apply writes only its changes. Cheap when
+    // Work for after an apply's reply, which the control loop calls between
+    // requests: bringing the slot just left up to the running version, so
+    // that the next apply writes only its changes. Returns at once when
     // there is nothing to do; a failure costs the next apply a full write.
     virtual Status settle() { return ok_status(); }
 };

@@ -439,24 +439,24 @@ Status XdpDataplane::apply(const CompiledPolicy& policy) {
 
 Status XdpDataplane::settle() {
     std::lock_guard<std::mutex> lock(apply_mutex_);
+    // The next version goes into the slot just left, as what it holds plus
+    // the difference. Brought up to the running prefixes here, after the
+    // reply, that difference is the next push's own changes only, not also
+    // the last push's; and after a load into new or adopted tries, not all
+    // of them. Tried once per apply: a failure leaves the slot unknown, and
+    // the next apply rewrites it whole.
+    if (!standby_behind_) return ok_status();
+    standby_behind_ = false;
     const uint32_t zero = 0;
     uint32_t active = 0;
     if (const int err = bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sluice_active), &zero, &active))
         return syscall_error(SyscallOp::map_lookup, "reading the active policy slot", error_code(err));
     active &= SLUICE_POLICY_SLOTS - 1;
-    // The next version goes into the slot just left, as what it holds plus
-    // the difference. Brought up to the running prefixes here, after the
-    // reply, that difference is the next push's own changes only, not also
-    // the last push's; and after a load into new or adopted tries, not all
-    // of them.
     const SlotPrefixes& running = slot_prefixes_[active];
-    if (!standby_behind_ || !running.known) return ok_status();
+    if (!running.known) return ok_status();
     if (auto status = wait_for_readers(); !status) return status;
     auto version = active_version();
-    if (auto status = write_slot_prefixes(active ^ 1, running.prefixes, version ? version.value() : 0); !status)
-        return status;
-    standby_behind_ = false;
-    return ok_status();
+    return write_slot_prefixes(active ^ 1, running.prefixes, version ? version.value() : 0);
 }
 
 Result<std::vector<sluice_class_entry>> XdpDataplane::read_classes(uint32_t slot) {

@@ -7,6 +7,10 @@
 // unfinished tail) longer than the limit gets one too_large reply and ends
 // the connection; an unfinished tail within the limit gets none. The limit is
 // small here (512 bytes) so oversized lines are as easy to reach as any.
+// A request with "attachments" is answered once the bytes it announces have
+// come (none if the client stops short); announcing more than 256 bytes, or
+// attachments that are not [{"name", "bytes"}...], gets one error reply and
+// ends the connection.
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -30,6 +34,7 @@ namespace {
 using nlohmann::json;
 using sluice::fuzz::require;
 constexpr std::size_t kMaxRequestBytes = 512;
+constexpr std::size_t kMaxAttachmentBytes = 256;
 
 sluice::ControlServer& server() {
     static sluice::ControlServer* instance = [] {
@@ -38,6 +43,7 @@ sluice::ControlServer& server() {
         sluice::ControlServerOptions options;
         options.socket_path = std::string(dir) + "/s.sock";
         options.max_request_bytes = kMaxRequestBytes;
+        options.max_attachment_bytes = kMaxAttachmentBytes;
         options.idle_timeout = std::chrono::seconds(30);  // the harness closes its side; no input waits
         options.authorize = [](const sluice::Peer&) { return true; };
         auto listening = sluice::ControlServer::listen(options);
@@ -84,6 +90,27 @@ std::vector<Expected> expected_replies(std::string_view input) {
         if (request.is_object()) {
             const auto id = request.find("id");
             if (id != request.end() && (id->is_number_integer() || id->is_string())) e.id = *id;
+        }
+        if (request.is_object() && request.contains("attachments")) {
+            // The bytes announced, or nullopt when the announcement is refused.
+            std::optional<std::size_t> total = 0;
+            const json& parts = request["attachments"];
+            if (!parts.is_array()) total.reset();
+            for (const json& part : parts.is_array() ? parts : json::array()) {
+                const bool valid = part.is_object() && part.contains("name") && part["name"].is_string() &&
+                                   part.contains("bytes") && part["bytes"].is_number_unsigned();
+                if (!valid || part["bytes"].get<std::uint64_t>() > kMaxAttachmentBytes - *total) {
+                    total.reset();
+                    break;
+                }
+                *total += part["bytes"].get<std::size_t>();
+            }
+            if (!total) {
+                out.push_back(e);  // one error reply, then the server closes
+                return out;
+            }
+            if (input.size() - start < *total) return out;  // never complete: no reply
+            start += *total;
         }
         out.push_back(e);
     }

@@ -321,6 +321,46 @@ TEST_F(ControlServerTest, OversizedLineIsRejectedAndClosedWhileOthersAreServed) 
     EXPECT_TRUE(client.call("echo", {{"still", "serving"}}).ok());
 }
 
+TEST_F(ControlServerTest, AttachmentsLargerThanALineReachTheHandlerWhole) {
+    ControlServerOptions small = options();
+    small.max_request_bytes = 1024;  // each attachment is far larger than a request line may be
+    start(small);
+    ControlClient client = connect_client();
+    std::string list;
+    for (int i = 0; i < 20000; i++) list += "10." + std::to_string(i / 256 % 256) + "." + std::to_string(i % 256) + ".0/24\n";
+    const std::string binary("a\0b\nc\r", 6);  // NUL, newline: raw bytes, not a line
+    Result<json> echoed = client.call("echo", {{"text", "policy"}}, {{"drop.txt", list}, {"raw", binary}});
+    ASSERT_TRUE(echoed.ok()) << echoed.error().message;
+    EXPECT_EQ(echoed.value()["text"], "policy");
+    // The echo handler returns its args: the attachments came back as sent.
+    EXPECT_EQ(echoed.value()["attachments"]["drop.txt"].get<std::string>(), list);
+    EXPECT_EQ(echoed.value()["attachments"]["raw"].get<std::string>(), binary);
+    // The connection is framed right after them: the next request is served.
+    EXPECT_TRUE(client.call("echo", {{"after", "attachments"}}).ok());
+}
+
+TEST_F(ControlServerTest, AttachmentsOverTheLimitOrMalformedAreRefusedAndTheConnectionClosed) {
+    ControlServerOptions small = options();
+    small.max_attachment_bytes = 100;
+    start(small);
+    RawConnection over(path_);
+    ASSERT_TRUE(over.send(R"({"id":1,"verb":"echo","attachments":[{"name":"a","bytes":60},{"name":"b","bytes":41}]})"
+                          "\n"));
+    const json refused = over.read_json();
+    EXPECT_EQ(refused["error"]["code"], "too_large") << refused.dump();
+    EXPECT_EQ(refused["id"], 1);
+    EXPECT_TRUE(over.closed_by_server());
+
+    RawConnection malformed(path_);
+    ASSERT_TRUE(malformed.send(R"({"id":2,"verb":"echo","attachments":[{"name":"a"}]})"
+                               "\n"));
+    EXPECT_EQ(malformed.read_json()["error"]["code"], "bad_request");
+    EXPECT_TRUE(malformed.closed_by_server());
+
+    ControlClient client = connect_client();
+    EXPECT_TRUE(client.call("echo", {{"still", "serving"}}, {{"a", std::string(100, 'x')}}).ok());
+}
+
 TEST_F(ControlServerTest, HalfSentRequestTimesOutWhileOthersAreServed) {
     // Long enough that the other client's call (well under a millisecond)
     // ends first on any machine that is not stalled for a second.

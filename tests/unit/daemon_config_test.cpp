@@ -38,6 +38,8 @@ TEST(DaemonConfig, ThePackagedExampleLoadsAndMatchesTheDefaults) {
     EXPECT_EQ(example.value().state_dir, defaults.value().state_dir);
     EXPECT_EQ(example.value().bpffs_dir, defaults.value().bpffs_dir);
     EXPECT_EQ(example.value().source_capacity, defaults.value().source_capacity);
+    EXPECT_EQ(example.value().prefix_capacity, defaults.value().prefix_capacity);
+    EXPECT_EQ(example.value().max_push_bytes, defaults.value().max_push_bytes);
     // Installed as a conffile and started at once: it must attach to nothing
     // until the operator names an interface.
     EXPECT_TRUE(example.value().interfaces.empty());
@@ -55,6 +57,8 @@ log_level = "debug"
 detach_on_exit = true
 source_capacity = 4096
 drop_sample_period = 1
+prefix_capacity = 2000000
+max_push_bytes = 1073741824
 [[interface]]
 name = "sl0"
 [[interface]]
@@ -72,6 +76,8 @@ mode = "generic"
     EXPECT_TRUE(c.detach_on_exit);
     EXPECT_EQ(c.source_capacity, 4096u);
     EXPECT_EQ(c.drop_sample_period, 1u);
+    EXPECT_EQ(c.prefix_capacity, 2000000u);
+    EXPECT_EQ(c.max_push_bytes, uint64_t{1} << 30);
     ASSERT_EQ(c.interfaces.size(), 2u);
     EXPECT_EQ(c.interfaces[0].mode, XdpMode::native);
     EXPECT_EQ(c.interfaces[1].name, "sl1");
@@ -145,6 +151,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "drop_sample_period"},
         Refusal{"drop_sample_period = 0", "c.toml:1:22: drop_sample_period: expected a power of two",
                 "drop_sample_period"},
+        Refusal{"prefix_capacity = 0", "c.toml:1:19: prefix_capacity: expected an integer in 1..16777216",
+                "prefix_capacity"},
+        Refusal{"prefix_capacity = 16777217", "c.toml:1:19: prefix_capacity: expected an integer in 1..16777216",
+                "prefix_capacity"},
+        Refusal{"max_push_bytes = 10", "c.toml:1:18: max_push_bytes: expected an integer in 1024..4294967296",
+                "max_push_bytes"},
         Refusal{"[[interface]]\nmode = \"native\"", "c.toml:1:1: interface.name: missing", "interface.name"},
         Refusal{"[[interface]]\nname = \"a/b\"", "c.toml:2:8: interface.name: \"a/b\" is not", "interface.name"},
         Refusal{"[[interface]]\nname = \"sl0\"\n[[interface]]\nname = \"sl0\"",
