@@ -306,8 +306,10 @@ TEST_F(DpdkPrefixes, AWorkerNeverSeesASlotBeforeItIsComplete) {
     }
     stop_traffic.store(true);
     traffic.join();
-    // Until the worker has taken every frame off the RX ring.
-    for (int i = 0; i < 200 && counts().total() < injected.load(); i++) {
+    // Until the worker has taken every frame off the RX ring: an event, not
+    // a time (under ASan the backlog took over a second).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (counts().total() < injected.load() && std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
         port_->drain_sent();
     }
