@@ -282,16 +282,20 @@ TEST_F(DpdkPrefixes, AWorkerNeverSeesASlotBeforeItIsComplete) {
                   },
                   &launch, lcore),
               0);
-    // Frames keep arriving from another thread while the versions change.
+    // Frames keep arriving from another thread while the versions change,
+    // from after the first one: before it, frames pass as no_policy, counted
+    // in no class (under ASan the first apply was slow enough to see some).
     std::atomic<bool> stop_traffic{false};
     std::atomic<uint64_t> injected{0};
-    std::thread traffic([&] {
-        for (size_t next = 0; !stop_traffic.load(); next = (next + 1) % frames.size()) {
-            injected += port_->inject(frames[next]);
-            if (next % 64 == 0) port_->drain_sent();
-        }
-    });
+    std::thread traffic;
     for (uint64_t version = 1; version <= 40; version++) {
+        if (version == 2)
+            traffic = std::thread([&] {
+                for (size_t next = 0; !stop_traffic.load(); next = (next + 1) % frames.size()) {
+                    injected += port_->inject(frames[next]);
+                    if (next % 64 == 0) port_->drain_sent();
+                }
+            });
         // Versions 1, 2 move everything to class 2; 3, 4 to class 3; ...:
         // each slot's tries are rewritten at every push.
         const uint32_t moved_to = 2 + (version - 1) / 2 % 2;
