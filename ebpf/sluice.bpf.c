@@ -29,6 +29,28 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
+/* The index sluice_source_find_known found, through per-CPU scratch: read
+ * back from a map value it is any index to the verifier, so the sixteen
+ * ways out of the table's loop meet as one state rather than carrying a
+ * constant each through the rest of the decision. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} sluice_found_index SEC(".maps");
+
+static __always_inline __u32 found_index(__u32 i)
+{
+	__u32 zero = 0;
+	volatile __u32 *slot = bpf_map_lookup_elem(&sluice_found_index, &zero);
+
+	if (!slot)
+		return i;
+	*slot = i;
+	return *slot;
+}
+#define SLUICE_FOUND_INDEX(i) found_index(i)
 #include "sluice/source_table.h"
 
 /* The source level runs in global functions (below): the verifier checks a
@@ -169,6 +191,15 @@ __noinline int sluice_fleet_call(struct sluice_fleet_credit *credit, __u64 unit,
 				 __u32 refund);
 #define SLUICE_FLEET_LEVEL(ref, frame_len, tcp_syn, refund) \
 	(sluice_fleet_call((ref)->credit, (ref)->unit, (frame_len), (tcp_syn), (refund)) > 0)
+/* A refused source's penalty step (penalty_step, below): the meter, then
+ * the source's own entry, found and charged through the source calls
+ * above (verified once already: a copy of the table's loops of its own
+ * would be verified again), each call made from the program itself. A
+ * function that called them in turn would stack its frame and theirs on
+ * the program's, past the 512 bytes all frames share. */
+static __always_inline int penalty_step(__u64 units, __u64 now);
+#define SLUICE_PENALTY_STEP(levels, units, now) penalty_step((units), (now))
+#define SLUICE_PENALTY_EVENT_BY_STEP 1
 #define SLUICE_SHARED_LOCK(shared) bpf_spin_lock(&(shared)->lock)
 #define SLUICE_SHARED_UNLOCK(shared) bpf_spin_unlock(&(shared)->lock)
 #include "sluice/decide.h"
@@ -426,6 +457,35 @@ static __always_inline __u32 drop_sample_period(void)
 	((void)(ctx), (struct sluice_drop_event *)bpf_ringbuf_reserve(&sluice_events, sizeof(struct sluice_drop_event), 0))
 #define SLUICE_EVENT_SUBMIT(ctx, event) ((void)(ctx), bpf_ringbuf_submit((event), 0), 1)
 #define SLUICE_EVENT_NOW(ctx) ((void)(ctx), sluice_now()) /* only sampled drops pay for this read */
+/* The packet and its source key, in per-CPU scratch: on the stack they
+ * would leave the source calls too little of the 512 bytes all frames share. */
+struct sluice_packet_scratch {
+	struct sluice_packet pkt;
+	struct sluice_source_key key;
+	struct sluice_source_key meter_key; /* its penalty meter's (sluice_penalty_meter_call) */
+	__u32 class_index;                  /* in sluice_classes: what the penalty calls look up */
+	struct sluice_decision decision; /* SLUICE_DECISION_BARRIER */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sluice_packet_scratch);
+} sluice_packet_scratch SEC(".maps");
+
+/* The decision through the packet scratch: read back from a map value,
+ * it is any decision to the verifier, so the paths through sluice_decide
+ * meet in one state before the penalty step and the accounting. */
+#define SLUICE_DECISION_BARRIER(d)                                                              \
+	do {                                                                                    \
+		__u32 zero_ = 0;                                                                \
+		struct sluice_packet_scratch *s_ = bpf_map_lookup_elem(&sluice_packet_scratch, &zero_); \
+		if (s_) {                                                                       \
+			*(volatile struct sluice_decision *)&s_->decision = (d);                \
+			(d) = *(volatile struct sluice_decision *)&s_->decision;                \
+		}                                                                               \
+	} while (0)
 #include "sluice/account.h"
 
 /* Count the decision, sample it if it dropped a known source, and turn it
@@ -447,6 +507,7 @@ static __always_inline int source_ref(struct sluice_source_ref *ref, const struc
 	ref->limit = NULL;
 	ref->home = NULL;
 	ref->second = NULL;
+	ref->penalty = 0;
 	if (!cls->per_source.enabled)
 		return 1;
 	/* The loader writes the key into read-only data after compilation: hide
@@ -565,19 +626,98 @@ static __always_inline int level_ref(struct sluice_level_ref *ref, const struct 
 
 /* ---- the program -------------------------------------------------------------- */
 
-/* The packet and its source key, in per-CPU scratch: on the stack they
- * would leave the source calls too little of the 512 bytes all frames share. */
-struct sluice_packet_scratch {
-	struct sluice_packet pkt;
-	struct sluice_source_key key;
-};
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct sluice_packet_scratch);
-} sluice_packet_scratch SEC(".maps");
+/* The packet's scratch and class entry, for the penalty calls. */
+static __always_inline const struct sluice_class_entry *penalty_class(struct sluice_packet_scratch **scratch)
+{
+	__u32 zero = 0;
+
+	*scratch = bpf_map_lookup_elem(&sluice_packet_scratch, &zero);
+	if (!*scratch)
+		return NULL;
+	return bpf_map_lookup_elem(&sluice_classes, &(*scratch)->class_index);
+}
+
+/* Makes the source call in scratch one for the refused source's meter
+ * (meter 1) or for the source itself (meter 0), ready to find. 1 if it is. */
+__noinline int sluice_penalty_prepare_call(__u32 meter, __u64 now)
+{
+	const struct sluice_hash_key *hash_key = (const struct sluice_hash_key *)&sluice_hash_key;
+	struct sluice_packet_scratch *scratch;
+	const struct sluice_class_entry *cls = penalty_class(&scratch);
+	struct sluice_source_call *call;
+	__u32 zero = 0;
+	__u64 hash;
+
+	call = bpf_map_lookup_elem(&sluice_source_scratch, &zero);
+	if (!cls || !scratch || !call)
+		return 0;
+	sluice_penalty_meter_key(&scratch->meter_key, &scratch->key);
+	asm volatile("" : "+r"(hash_key)); /* as in source_ref */
+	hash = sluice_source_hash(meter ? &scratch->meter_key : &scratch->key, hash_key);
+	__builtin_memset(call, 0, sizeof(*call));
+	call->home = sluice_source_home(hash, sluice_set_mask);
+	call->second = sluice_source_second(hash, sluice_set_mask);
+	call->tag = sluice_source_tag(hash);
+	call->now = now;
+	call->limit = meter ? cls->penalty.meter : cls->per_source;
+	call->on_table_full = SLUICE_TABLE_FULL_OPEN;
+	return 1;
+}
+
+/* The meter's judgement of the look in scratch (sluice_penalty_meter_judge). */
+__noinline int sluice_penalty_judge_call(__u64 units, __u64 now)
+{
+	struct sluice_packet_scratch *scratch;
+	const struct sluice_class_entry *cls = penalty_class(&scratch);
+	struct sluice_source_call *call;
+	__u32 zero = 0;
+
+	call = bpf_map_lookup_elem(&sluice_source_scratch, &zero);
+	if (!cls || !call)
+		return -1;
+	return sluice_penalty_meter_judge(&cls->penalty, &call->look, units, now);
+}
+
+/* Puts the source the call in scratch found in the penalty box, and sends
+ * the event that says so. */
+__noinline int sluice_penalty_impose_call(__u64 now)
+{
+	struct sluice_packet_scratch *scratch;
+	const struct sluice_class_entry *cls = penalty_class(&scratch);
+	struct sluice_source_call *call;
+	struct sluice_source_set *set;
+	__u32 zero = 0;
+
+	call = bpf_map_lookup_elem(&sluice_source_scratch, &zero);
+	if (!cls || !scratch || !call || !call->look.found || call->look.pending ||
+	    call->look.index >= SLUICE_SOURCE_CANDIDATES)
+		return 0;
+	set = bpf_map_lookup_elem(&sluice_sources, call->look.index < SLUICE_SET_WAYS ? &call->home : &call->second);
+	if (!set || !sluice_penalty_impose(&cls->penalty, &cls->per_source, call->tag,
+					   &set->entry[call->look.index & (SLUICE_SET_WAYS - 1)], call->look.seen, now))
+		return 0;
+	sluice_penalty_event(NULL, &scratch->key, scratch->pkt.frame_len,
+			     cls->shadow ? SLUICE_VERDICT_WOULD_DROP : SLUICE_VERDICT_DROP);
+	stat_add(SLUICE_STAT_PENALTIES, 1);
+	return 1;
+}
+
+static __always_inline int penalty_step(__u64 units, __u64 now)
+{
+	__u32 zero = 0;
+	struct sluice_source_call *call = bpf_map_lookup_elem(&sluice_source_scratch, &zero);
+	int judged;
+
+	if (!call || !sluice_penalty_prepare_call(1, now) || sluice_source_find_call(call) < 0)
+		return 0;
+	judged = sluice_penalty_judge_call(units, now);
+	if (judged == 0)
+		(void)sluice_source_charge_call(call);
+	if (judged != 1 || !sluice_penalty_prepare_call(0, now) || sluice_source_find_call(call) < 0)
+		return 0;
+	return sluice_penalty_impose_call(now);
+}
 
 SEC("xdp")
 int sluice_xdp(struct xdp_md *ctx)
@@ -617,6 +757,7 @@ int sluice_xdp(struct xdp_md *ctx)
 
 	class_id = sluice_class_slot(classify(slot, pkt, policy));
 	class_index = slot * SLUICE_MAX_CLASSES + class_id;
+	scratch->class_index = class_index;
 	cls = bpf_map_lookup_elem(&sluice_classes, &class_index);
 	if (!cls) {
 		stat_add(SLUICE_STAT_STATE_LOOKUP_FAILED, 1);

@@ -19,6 +19,7 @@ namespace {
 Error policy_error(const std::string& what) { return Error{"policy: " + what}; }
 
 constexpr sluice_window_limit kNoWindow{};
+constexpr sluice_penalty kNoPenalty{};
 
 bool valid_level(const sluice_level_limit& level) {
     return level.unit <= SLUICE_UNIT_TCP_SYN && level.accuracy <= SLUICE_ACCURACY_LEASE;
@@ -30,6 +31,26 @@ bool valid_gcra(const sluice_gcra_limit& limit) {
     const uint64_t one = limit.interval_ns + (limit.interval_frac != 0);
     return limit.unit <= SLUICE_UNIT_TCP_SYN && one > 0 && limit.tolerance_ns >= one &&
            limit.tolerance_ns <= SLUICE_DEBT_MAX_NS;
+}
+
+// What the dataplane relies on in a class's penalty: a gcra per-source level
+// to keep it in, a meter it can charge, and an end an entry can hold.
+Status valid_penalty(const sluice_class_entry& cls, const std::string& name) {
+    const sluice_penalty& p = cls.penalty;
+    if (p.for_ns == 0) {
+        if (std::memcmp(&p, &kNoPenalty, sizeof(p)) != 0) return policy_error(name + ": a penalty without for_ns");
+        return ok_status();
+    }
+    if (!cls.per_source.enabled || cls.per_source.window.algorithm != SLUICE_ALGORITHM_GCRA)
+        return policy_error(name + ": a penalty needs a gcra per-source limit");
+    if (p.for_ns < SLUICE_PENALTY_FOR_MIN_NS || p.for_ns > SLUICE_PENALTY_FOR_MAX_NS ||
+        cls.per_source.current.tolerance_ns + SLUICE_PENALTY_MARGIN_NS + p.for_ns > SLUICE_DEBT_MAX_NS)
+        return policy_error(name + ": penalty for_ns out of range, or with the per-source burst past what an entry holds");
+    if (!p.meter.enabled || p.meter.generation != 0 || p.meter.previous_tolerance_ns != 0 || p.meter.previous_fresh ||
+        std::memcmp(&p.meter.window, &kNoWindow, sizeof(p.meter.window)) != 0 || !valid_gcra(p.meter.current) ||
+        p.meter.current.unit != cls.per_source.current.unit)
+        return policy_error(name + ": penalty meter is not a gcra limit in the per-source unit");
+    return ok_status();
 }
 
 // What the dataplane relies on in a class's per-source limit.
@@ -188,6 +209,7 @@ Status validate(const CompiledPolicy& policy) {
             return policy_error(name + ": a limit has an unknown unit or accuracy");
         if (auto window = valid_aggregate_window(cls, name); !window) return window;
         if (auto source = valid_source_limit(cls.per_source, name); !source) return source;
+        if (auto penalty = valid_penalty(cls, name); !penalty) return penalty;
         // Only the source table knows which sources are new.
         if (cls.new_sources.enabled && !cls.per_source.enabled)
             return policy_error(name + ": a new-source budget needs a per-source limit");

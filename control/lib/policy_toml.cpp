@@ -47,7 +47,7 @@ constexpr std::string_view kDefaultsKeys[] = {"unit",      "accuracy",        "o
 constexpr std::string_view kClassKeys[] = {
     "name",      "match",           "match_files", "action",      "unit",      "accuracy", "on_table_full",
     "prefix_v4", "prefix_v6",       "max_frame_bytes", "per_source", "new_sources", "aggregate", "shape",
-    "shadow",    "fleet"};
+    "shadow",    "fleet",           "penalty"};
 
 bool valid_class_name(std::string_view name) {
     if (name.empty() || name.size() > kMaxClassNameLength || name[0] < 'a' || name[0] > 'z') return false;
@@ -323,6 +323,8 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
     if (!shape) return shape.error();
     auto fleet = cls.table("fleet");
     if (!fleet) return fleet.error();
+    auto penalty = cls.table("penalty");
+    if (!penalty) return penalty.error();
     // About shape as a whole, worded "class "x": shape needs ..." so the
     // class and the key read first.
     const auto shape_error = [&](std::string_view what) {
@@ -339,7 +341,7 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
         if (shape.value())
             return shape_error("needs action = \"limit\": action = " + quoted(action_name) +
                                " decides every packet at once, so none would wait in the queue");
-        for (std::string_view key : {"per_source", "new_sources", "aggregate", "fleet"})
+        for (std::string_view key : {"per_source", "new_sources", "aggregate", "fleet", "penalty"})
             if (const toml::node* level = cls.find(key))
                 return cls.at(*level, key,
                               "never applies: action = " + quoted(action_name) + " limits nothing; remove " +
@@ -366,6 +368,20 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
         auto limit = read_source_level(level, settings);
         if (!limit) return limit.error();
         entry.per_source = limit.value();
+    }
+    if (penalty.value()) {
+        // The penalty box is a state of the source's GCRA entry.
+        if (!per_source.value())
+            return cls.at(*cls.find("penalty"), "penalty",
+                          "needs a per_source limit: a penalty is kept in the source's per-source entry");
+        if (entry.per_source.window.algorithm != SLUICE_ALGORITHM_GCRA)
+            return cls.at(*cls.find("penalty"), "penalty",
+                          "needs per_source algorithm = \"gcra\": a penalty is a GCRA entry put past its end, and "
+                          "algorithm = " +
+                              quoted(algorithm_name(entry.per_source.window.algorithm)) + " keeps counts instead");
+        auto compiled = read_penalty(Fields(path_, *penalty.value(), cls.field("penalty")), entry.per_source);
+        if (!compiled) return compiled.error();
+        entry.penalty = compiled.value();
     }
     if (new_sources.value()) {
         // Only the source table can tell a new source from a known one.

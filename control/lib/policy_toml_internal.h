@@ -140,6 +140,9 @@ Result<Aggregate> read_aggregate(const Fields& level, const ClassSettings& inher
 Result<sluice_source_limit> read_source_level(const Fields& level, const ClassSettings& inherited);
 // A class's shape table.
 Result<sluice_shape> read_shape(const Fields& shape);
+
+// A class's [penalty] table (over, within, for) over its compiled per-source limit.
+Result<sluice_penalty> read_penalty(const Fields& penalty, const sluice_source_limit& per_source);
 // A class's fleet table: its FleetQuota but for class_id and class_name.
 Result<FleetQuota> read_fleet(const Fields& fleet, const ClassSettings& inherited);
 

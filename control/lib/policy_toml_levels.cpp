@@ -31,6 +31,10 @@ constexpr std::string_view kPerSourceKeys[] = {"algorithm", "limit", "window",  
 // across CPUs (one shared table), so there is nothing to split or lease.
 constexpr std::string_view kNotPerSourceKeys[] = {"accuracy", "lease", "lease_ttl_ms"};
 constexpr std::string_view kShapeKeys[] = {"queue", "max_delay_ms"};
+constexpr std::string_view kPenaltyKeys[] = {"over", "within", "for"};
+constexpr int64_t kMaxPenaltyOver = 1000000;
+constexpr uint64_t kPenaltyWithinDefaultNs = SLUICE_NANO;
+constexpr uint64_t kPenaltyWithinMaxNs = 60 * SLUICE_NANO;
 constexpr std::string_view kFleetKeys[] = {"rate", "burst", "unit", "on_unavailable", "fallback_rate"};
 // on_unavailable: whether the class fails open (true) while Redis cannot be reached.
 constexpr Choice<bool> kUnavailableChoices[] = {{"open", true}, {"closed", false}};
@@ -247,6 +251,24 @@ Result<sluice_shape> read_shape(const Fields& shape) {
     out.queue_packets = static_cast<uint32_t>(*queue.value());
     out.max_delay_ns = static_cast<uint64_t>(*max_delay_ms.value()) * kNsPerMs;
     return out;
+}
+
+Result<sluice_penalty> read_penalty(const Fields& penalty, const sluice_source_limit& per_source) {
+    if (auto keys = penalty.only(kPenaltyKeys); !keys) return keys.error();
+    auto over = penalty.integer("over", 2, kMaxPenaltyOver);
+    if (!over) return over.error();
+    auto within = penalty.duration("within", SLUICE_WINDOW_MIN_NS, kPenaltyWithinMaxNs);
+    if (!within) return within.error();
+    auto for_ns = penalty.duration("for", SLUICE_PENALTY_FOR_MIN_NS, SLUICE_PENALTY_FOR_MAX_NS);
+    if (!for_ns) return for_ns.error();
+    // No defaults for these two: how far over its limit a source may go, and
+    // how long it is then shut out, are the operator's decision.
+    if (!over.value()) return penalty.here("over is required (how many times its per-source rate a source may send)");
+    if (!for_ns.value()) return penalty.here("for is required (how long a penalised source is dropped, e.g. \"60s\")");
+    auto compiled = compile_penalty(per_source, static_cast<uint64_t>(*over.value()),
+                                    within.value().value_or(kPenaltyWithinDefaultNs), *for_ns.value(), penalty.name());
+    if (!compiled) return penalty.limit_error(compiled.error());
+    return compiled.value();
 }
 
 Result<FleetQuota> read_fleet(const Fields& fleet, const ClassSettings& inherited) {

@@ -408,6 +408,46 @@ std::string describe_window(const sluice_window_limit& window, uint8_t unit) {
            format_duration(window.window_ns);
 }
 
+Result<sluice_penalty> compile_penalty(const sluice_source_limit& per_source, uint64_t over, uint64_t within_ns,
+                                       uint64_t for_ns, std::string_view field) {
+    __extension__ typedef unsigned __int128 uint128;
+    if (!per_source.enabled || per_source.window.algorithm != SLUICE_ALGORITHM_GCRA)
+        return field_error(field, "penalty", "needs a per_source limit of algorithm \"gcra\"");
+    if (over < 2) return field_error(field, "over", "over " + std::to_string(over) + " must be at least 2");
+    if (for_ns < SLUICE_PENALTY_FOR_MIN_NS || for_ns > SLUICE_PENALTY_FOR_MAX_NS)
+        return field_error(field, "for",
+                           "for = " + quote(format_duration(for_ns)) + " is outside " +
+                               format_duration(SLUICE_PENALTY_FOR_MIN_NS) + ".." +
+                               format_duration(SLUICE_PENALTY_FOR_MAX_NS));
+    const sluice_gcra_limit& source = per_source.current;
+    if (source.tolerance_ns + SLUICE_PENALTY_MARGIN_NS + for_ns > SLUICE_DEBT_MAX_NS)
+        return field_error(field, "for",
+                           "for = " + quote(format_duration(for_ns)) + " plus the per-source burst (" +
+                               format_duration(source.tolerance_ns) + " of its rate) exceeds the " +
+                               std::to_string(SLUICE_DEBT_MAX_NS / SLUICE_NANO) +
+                               " s a source-table entry can hold; shorten one of them");
+    const uint128 interval = (static_cast<uint128>(source.interval_ns) << 32) + source.interval_frac;
+    const uint128 meter_interval = interval / (over - 1);
+    sluice_penalty out{};
+    out.for_ns = for_ns;
+    out.meter.enabled = 1;
+    out.meter.current.unit = source.unit;
+    out.meter.current.interval_ns = static_cast<uint64_t>(meter_interval >> 32);
+    out.meter.current.interval_frac = static_cast<uint32_t>(meter_interval);
+    out.meter.current.tolerance_ns = within_ns;
+    const uint64_t one = sluice_gcra_units_ns(&out.meter.current, 1);
+    if (meter_interval == 0)
+        return field_error(field, "over",
+                           "over " + std::to_string(over) + " times this per-source rate is too fast to meter; lower over");
+    if (within_ns < one)
+        return field_error(field, "within",
+                           "within = " + quote(format_duration(within_ns)) +
+                               " is shorter than one refused unit at (over - 1) times the per-source rate; make it "
+                               "at least " +
+                               quote(format_duration(div_ceil(one, SLUICE_NANO / 1000) * (SLUICE_NANO / 1000))));
+    return out;
+}
+
 sluice_shape_drain compile_shape_drain(const sluice_level_limit& aggregate, uint32_t workers) {
     const uint64_t rate = aggregate.accuracy == SLUICE_ACCURACY_LEASE
                               ? aggregate.full.rate_per_s / std::max<uint32_t>(workers, 1)

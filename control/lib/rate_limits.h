@@ -118,6 +118,15 @@ Result<sluice_source_limit> compile_source_limit(const HumanLimit& limit, uint32
 // unit; generation and previous_fresh are left for carry_previous_limits.
 Result<sluice_source_limit> compile_source_window(const WindowSettings& settings, std::string_view field);
 
+// A class's penalty box (struct sluice_penalty): a source whose refused units
+// run above (over - 1) x its per-source rate for longer than `within_ns` is
+// refused for `for_ns`. `per_source` is the class's compiled gcra limit; the
+// meter's cost per unit is the source's divided by over - 1, rounded down
+// (so a source sending exactly `over` times its limit is never penalised).
+// Errors name the setting (over, within, for).
+Result<sluice_penalty> compile_penalty(const sluice_source_limit& per_source, uint64_t over, uint64_t within_ns,
+                                       uint64_t for_ns, std::string_view field);
+
 // The rate one worker's shaping queue of a class drains at, for predicting a
 // queued frame's wait (sluice/shape.h): the worker's split share of the class
 // aggregate, or in lease mode the aggregate's rate over `workers`; at least 1.

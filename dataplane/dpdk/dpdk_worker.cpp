@@ -87,6 +87,7 @@ class WorkerPath {
         else
             levels->source = sluice_source_ref{};
         levels->new_sources = {&cls.new_sources, &state->new_source_buckets[id], &shared->new_sources[id], nullptr};
+        levels->penalty = {&cls.penalty, &key, &shared->hash_key, shared->sets, shared->set_count - 1};
         set_upper_levels(levels, slot, cls, state, shared);
     }
 

@@ -81,6 +81,10 @@ TEST_F(XdpBuckets, ByteCostsRoundUpAndABurstStillHoldsItsFrames) {
 TEST_F(XdpBuckets, ClockRegressionRefillsNothing) { scenarios::clock_regression_refills_nothing(*this); }
 
 TEST_F(XdpBuckets, PolicyChangeKeepsASourcesDebt) { scenarios::policy_change_keeps_a_sources_debt(*this); }
+TEST_F(XdpBuckets, PenaltyBoxHoldsAFloodForItsTimeAndSparesAPoliteSource) {
+    scenarios::penalty_box_holds_a_flood_for_its_time_and_spares_a_polite_source(*this);
+}
+TEST_F(XdpBuckets, PenaltyThresholdIsOverTimesTheLimit) { scenarios::penalty_threshold_is_over_times_the_limit(*this); }
 TEST_F(XdpBuckets, LowerRateGrantsNothing) { scenarios::lower_rate_grants_nothing(*this); }
 
 TEST_F(XdpBuckets, EntriesFreeThemselves) { scenarios::entries_free_themselves(*this); }

@@ -111,6 +111,14 @@ struct WindowLimit {
     Unit unit = Unit::packets;
 };
 
+// A class's penalty box as a policy states it (its `penalty` table); needs a
+// gcra per-source limit in the same ClassSpec.
+struct PenaltyLimit {
+    uint64_t over = 0;
+    uint64_t within_ns = 1'000'000'000;
+    uint64_t for_ns = 0;
+};
+
 // A class's fleet quota as a policy states it (its `fleet` table). The
 // dataplane sees only the class entry's fleet and fleet_unit, and spends the
 // credit the test grants into the target's fleet_credits().
@@ -138,6 +146,7 @@ struct ClassSpec {
     uint32_t shape_queue = 0;
     uint64_t shape_max_delay_ns = 0;
     std::optional<FleetLimit> fleet = std::nullopt;  // held to a fleet quota too
+    std::optional<PenaltyLimit> penalty = std::nullopt;
 };
 
 // A policy in a few lines. The first class added is the default class unless
@@ -175,6 +184,12 @@ class PolicyBuilder {
                 {static_cast<Algorithm>(w.algorithm), w.limit, w.window_ns, w.unit, kDefaultMaxFrameBytes}, "test");
             EXPECT_TRUE(limit.ok()) << describe(limit);
             if (limit.ok()) cls.per_source = limit.value();
+        }
+        if (spec.penalty) {
+            auto penalty =
+                compile_penalty(cls.per_source, spec.penalty->over, spec.penalty->within_ns, spec.penalty->for_ns, "test");
+            EXPECT_TRUE(penalty.ok()) << describe(penalty);
+            if (penalty.ok()) cls.penalty = penalty.value();
         }
         if (spec.new_sources) cls.new_sources = compile(*spec.new_sources, cpus_);
         if (spec.aggregate) cls.aggregate = compile(*spec.aggregate, cpus_);

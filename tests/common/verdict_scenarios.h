@@ -224,6 +224,74 @@ void policy_change_keeps_a_sources_debt(Target& t) {
     EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 1u);
 }
 
+// ---- the penalty box --------------------------------------------------------------
+
+// 10/s, burst 5, penalty over 4 within 1 s for 10 s: the meter holds
+// (4 - 1) x 10/s x 1 s = 30 refused packets, so at one instant a flood gets
+// its burst of 5, 30 refusals, and the next refusal puts it in the box.
+inline ClassSpec penalised_class(uint32_t id) {
+    return {.id = id,
+            .per_source = Limit{.rate = 10, .burst = 5},
+            .penalty = PenaltyLimit{.over = 4, .within_ns = kSec, .for_ns = 10 * kSec}};
+}
+
+template <class Target>
+void penalty_box_holds_a_flood_for_its_time_and_spares_a_polite_source(Target& t) {
+    t.apply(t.policy().add(penalised_class(1)).build());
+    const Bytes flood = udp_from("192.0.2.30"), polite = udp_from("192.0.2.31");
+
+    EXPECT_EQ(t.verdicts(flood, 36), std::string(5, 'P') + std::string(31, 'D'));
+    EXPECT_EQ(t.stat(SLUICE_STAT_PENALTIES), 1u);
+    // In the box: refused at once, whatever refills, until exactly t0 + 10 s.
+    for (uint64_t ms : {1ull, 500ull, 5000ull, 9999ull}) {
+        t.set_clock(t.t0() + ms * kMs);
+        EXPECT_EQ(t.verdicts(flood, 3), "DDD") << ms << " ms";
+        // Its neighbour in the class keeps to its limit and stays out of it.
+        EXPECT_EQ(t.verdicts(polite, ms == 1 ? 5 : 1), ms == 1 ? "PPPPP" : "P") << ms << " ms";
+    }
+    const Counts in_box = t.counts();
+    EXPECT_EQ(in_box.packets(1, kDrop, SLUICE_REASON_PENALTY), 1u + 4 * 3);
+    EXPECT_EQ(in_box.packets(1, kDrop, SLUICE_REASON_SOURCE), 30u);
+    // Out of it with an empty bucket: refused for the margin and one
+    // packet's time (100 ms), then limited to its rate again.
+    t.set_clock(t.t0() + 10 * kSec);
+    EXPECT_EQ(t.verdicts(flood, 1), "D");
+    t.set_clock(t.t0() + 10 * kSec + kMs + 100 * kMs);
+    EXPECT_EQ(t.verdicts(flood, 2), "PD");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_PENALTY), 13u);
+    EXPECT_EQ(c.packets(1, kDrop, SLUICE_REASON_SOURCE), 32u);
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 5u + 5 + 3 + 1);
+    EXPECT_EQ(t.stat(SLUICE_STAT_PENALTIES), 1u);
+}
+
+// A source refused at exactly (over - 1) x its rate sends `over` times its
+// limit and is never penalised; a little more, and it is.
+template <class Target>
+void penalty_threshold_is_over_times_the_limit(Target& t) {
+    t.apply(t.policy().add(penalised_class(1)).build());
+    const Bytes at_edge = udp_from("192.0.2.32"), over_edge = udp_from("192.0.2.33");
+
+    // 40/s against 10/s: one every 25 ms for 20 s, never boxed.
+    for (uint64_t ms = 0; ms < 20'000; ms += 25) {
+        t.set_clock(t.t0() + ms * kMs);
+        t.verdicts(at_edge, 1);
+    }
+    EXPECT_EQ(t.counts().packets(1, kDrop, SLUICE_REASON_PENALTY), 0u);
+    EXPECT_EQ(t.stat(SLUICE_STAT_PENALTIES), 0u);
+    // 50/s: one every 20 ms; 40 refused a second fill the meter at 10 a
+    // second net, boxed within its 1 s + 30 refusals' worth (a few seconds).
+    uint64_t boxed_at_ms = 0;
+    for (uint64_t ms = 20'000; ms < 40'000 && boxed_at_ms == 0; ms += 20) {
+        t.set_clock(t.t0() + ms * kMs);
+        t.verdicts(over_edge, 1);
+        if (t.stat(SLUICE_STAT_PENALTIES) == 1) boxed_at_ms = ms;
+    }
+    EXPECT_GT(boxed_at_ms, 20'000u);
+    EXPECT_LT(boxed_at_ms, 25'000u);
+}
+
 // Lowering a rate under a flood must not hand every throttled source the
 // difference: the debt kept in time is worth five times the packets at a
 // fifth of the rate, unless it is converted.

@@ -67,6 +67,10 @@ TEST_F(DpdkBuckets, ByteCostsRoundUpAndABurstStillHoldsItsFrames) {
 }
 TEST_F(DpdkBuckets, ClockRegressionRefillsNothing) { scenarios::clock_regression_refills_nothing(*this); }
 TEST_F(DpdkBuckets, PolicyChangeKeepsASourcesDebt) { scenarios::policy_change_keeps_a_sources_debt(*this); }
+TEST_F(DpdkBuckets, PenaltyBoxHoldsAFloodForItsTimeAndSparesAPoliteSource) {
+    scenarios::penalty_box_holds_a_flood_for_its_time_and_spares_a_polite_source(*this);
+}
+TEST_F(DpdkBuckets, PenaltyThresholdIsOverTimesTheLimit) { scenarios::penalty_threshold_is_over_times_the_limit(*this); }
 TEST_F(DpdkBuckets, LowerRateGrantsNothing) { scenarios::lower_rate_grants_nothing(*this); }
 TEST_F(DpdkBuckets, EntriesFreeThemselves) { scenarios::entries_free_themselves(*this); }
 

@@ -113,7 +113,8 @@ TEST(Account, OneDropOfAKnownSourceInEveryPeriodIsSentWithItsWeight) {
     EXPECT_EQ(e.reason, SLUICE_REASON_SOURCE);
     EXPECT_EQ(e.verdict, SLUICE_VERDICT_DROP);
     EXPECT_EQ(e.weight, 4u);
-    for (uint8_t pad : e._pad) EXPECT_EQ(pad, 0u) << "padding leaves zeroed, whatever the ring held";
+    EXPECT_EQ(e.flags, 0u) << "a sampled drop starts no penalty";
+    EXPECT_EQ(e._pad, 0u) << "padding leaves zeroed, whatever the ring held";
 }
 
 TEST(Account, AWouldDropIsCountedApartAndSampledWithItsVerdict) {

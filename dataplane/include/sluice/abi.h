@@ -41,7 +41,7 @@
 
 /* Bumped on any change to a struct below: a daemon refuses pinned maps whose
  * ABI version differs instead of reinterpreting them. */
-#define SLUICE_ABI_VERSION 7
+#define SLUICE_ABI_VERSION 8
 
 /* ---- units and limits ------------------------------------------------------
  * Tokens are kept in nano-units: one packet (or one byte) is 10^9 nano-units,
@@ -83,7 +83,9 @@ SLUICE_STATIC_ASSERT(SLUICE_BURST_MAX * SLUICE_NANO <= (0xffffffffffffffffULL - 
 	  "queueing delay would pass the class's max_delay_ms")                \
 	X(NEW_SOURCE, "new_source",                                            \
 	  "the class's budget for sources without state was empty")             \
-	X(FLEET, "fleet", "the class's fleet quota: no credit leased for this node")
+	X(FLEET, "fleet", "the class's fleet quota: no credit leased for this node") \
+	X(PENALTY, "penalty",                                                  \
+	  "source is in the penalty box: it ran far over its per-source limit")
 
 enum sluice_verdict {
 #define SLUICE_X(id, label, help) SLUICE_VERDICT_##id,
@@ -466,6 +468,32 @@ struct sluice_shape_drain {
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_shape_drain) == 16, "sluice_shape_drain layout");
 
+/* The penalty box (decide.h, "penalties"): a source whose refused units run
+ * above (over - 1) x its per-source rate for longer than `within` is
+ * refused outright for for_ns. `meter` is that threshold as a GCRA over the
+ * refused units (rate (over - 1) x the source's, tolerance `within`), kept
+ * in the source table under the source's key with SLUICE_PENALTY_METER_CLASS
+ * set in its class id. A penalty is one write: the source's TAT put
+ * tolerance + SLUICE_PENALTY_MARGIN_NS + for_ns ahead, so a source reads as
+ * penalised while its debt exceeds its tolerance by more than the margin
+ * (which no admission can leave: an admitted source is at most its
+ * tolerance ahead), and comes out of it with an empty bucket. */
+struct sluice_penalty {
+	struct sluice_source_limit meter; /* gcra; generation 0 */
+	__u64 for_ns;                     /* 0: the class has no penalty */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_penalty) == 80, "sluice_penalty layout");
+
+#define SLUICE_PENALTY_METER_CLASS (1U << 31)
+/* Slack between the most debt an admission leaves and the least a penalty
+ * writes: CPUs read the clock at slightly different moments, and a debt
+ * that looks a few ns past the tolerance must not read as a penalty. */
+#define SLUICE_PENALTY_MARGIN_NS 1000000ULL
+#define SLUICE_PENALTY_FOR_MIN_NS SLUICE_NANO
+#define SLUICE_PENALTY_FOR_MAX_NS (3600ULL * SLUICE_NANO)
+SLUICE_STATIC_ASSERT(SLUICE_PENALTY_FOR_MAX_NS + SLUICE_PENALTY_MARGIN_NS < SLUICE_DEBT_MAX_NS,
+		     "a penalty must fit in the debt an entry can hold");
+
 struct sluice_class_entry {
 	struct sluice_source_limit per_source;
 	/* Packets of sources without an entry in the source table also spend
@@ -491,8 +519,11 @@ struct sluice_class_entry {
 	__u8 fleet;
 	__u8 fleet_unit; /* enum sluice_unit of the fleet quota */
 	__u8 _pad[5];
+	struct sluice_penalty penalty; /* needs a gcra per-source limit */
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 288, "sluice_class_entry layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_class_entry) == 368, "sluice_class_entry layout");
+SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, penalty) == 288,
+                     "sluice_class_entry.penalty offset");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, fleet) == 281,
                      "sluice_class_entry.fleet offset");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_class_entry, new_sources) == 72,
@@ -545,7 +576,8 @@ SLUICE_INLINE __u32 sluice_counter_index(__u32 class_id, __u32 verdict, __u32 re
 	X(STATE_LOOKUP_FAILED, "state_lookup_failed",                          \
 	  "class or global state missing: packet passed")                      \
 	X(TX_FULL, "tx_full",                                                  \
-	  "sluice-dpdk: passed frames the TX queue had no room for (freed)")
+	  "sluice-dpdk: passed frames the TX queue had no room for (freed)") \
+	X(PENALTIES, "penalties", "sources put in the penalty box")
 
 enum sluice_stat {
 #define SLUICE_X(id, label, help) SLUICE_STAT_##id,
@@ -586,14 +618,19 @@ struct sluice_drop_sampler {
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_drop_sampler) == 16, "sluice_drop_sampler layout");
 
-/* A sampled drop, sent on a ring buffer for hot-source detection. */
+/* A sampled drop, sent on a ring buffer for hot-source detection; or, with
+ * SLUICE_EVENT_PENALTY_STARTED, the drop that put its source in the penalty
+ * box (sent whatever the sampling, with weight 0: the sampler counts the
+ * drop itself). */
+#define SLUICE_EVENT_PENALTY_STARTED 1
 struct sluice_drop_event {
 	__u64 time_ns;
 	struct sluice_source_key source;
 	__u32 frame_len;
 	__u8 reason;  /* enum sluice_reason */
 	__u8 verdict; /* DROP, or WOULD_DROP: a class in shadow passed it */
-	__u8 _pad[2];
+	__u8 flags;   /* SLUICE_EVENT_* */
+	__u8 _pad;
 	__u64 weight; /* drops this event stands for: its period, plus lost events' */
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_drop_event) == 48, "sluice_drop_event layout");

@@ -41,6 +41,13 @@
 #error "define the SLUICE_ACCOUNT_CTX type and the hooks listed in sluice/account.h before including it"
 #endif
 
+/* Where the decision leaves sluice_decide, a backend may hide its value
+ * from its verifier (the BPF program does: every path through sluice_decide
+ * then meets one state, not one per decision, for the rest). */
+#ifndef SLUICE_DECISION_BARRIER
+#define SLUICE_DECISION_BARRIER(d) ((void)0)
+#endif
+
 /* A class id as an index into per-class state: state is sized for
  * SLUICE_MAX_CLASSES, a power of two, and the clamp is what lets the
  * verifier (and a reader) see that no id from a map reaches past it. */
@@ -92,7 +99,8 @@ SLUICE_INLINE void sluice_drop_event_fill(struct sluice_drop_event *event, __u64
 	event->frame_len = frame_len;
 	event->reason = reason;
 	event->verdict = verdict;
-	__builtin_memset(event->_pad, 0, sizeof(event->_pad));
+	event->flags = 0;
+	event->_pad = 0;
 	event->weight = weight;
 }
 
@@ -135,6 +143,26 @@ SLUICE_DROP_PATH void sluice_sample_drop(SLUICE_ACCOUNT_CTX *ctx, const struct s
 	}
 }
 
+/* The drop that put its source in the penalty box, always sent: the daemon
+ * keeps the penalties in force from these (their weight is 0; the sampler
+ * counts the drop as any other). */
+SLUICE_DROP_PATH void sluice_penalty_event(SLUICE_ACCOUNT_CTX *ctx, const struct sluice_source_key *key,
+					   __u32 frame_len, __u8 verdict)
+{
+	struct sluice_drop_event *event = SLUICE_EVENT_RESERVE(ctx);
+
+	if (!event) {
+		SLUICE_STAT_ADD(ctx, SLUICE_STAT_DROP_EVENTS_LOST);
+		return;
+	}
+	sluice_drop_event_fill(event, SLUICE_EVENT_NOW(ctx), key, frame_len, verdict, SLUICE_REASON_PENALTY, 0);
+	event->flags = SLUICE_EVENT_PENALTY_STARTED;
+	if (SLUICE_EVENT_SUBMIT(ctx, event))
+		SLUICE_STAT_ADD(ctx, SLUICE_STAT_DROP_EVENTS_SENT);
+	else
+		SLUICE_STAT_ADD(ctx, SLUICE_STAT_DROP_EVENTS_LOST);
+}
+
 /* Counts a decision of a frame of `class_id` and samples it if it dropped a
  * known source (`key`; NULL for frames without one: unparsed, or leaving a
  * shaping queue). The backend then sends or drops the frame by d.verdict:
@@ -150,8 +178,13 @@ SLUICE_INLINE void sluice_account(SLUICE_ACCOUNT_CTX *ctx, __u32 class_id, struc
 		counter->packets++;
 		counter->bytes += frame_len;
 	}
-	if (d.verdict != SLUICE_VERDICT_PASS && key)
+	if (d.verdict != SLUICE_VERDICT_PASS && key) {
+#ifndef SLUICE_PENALTY_EVENT_BY_STEP
+		if (d.table == SLUICE_TABLE_PENALISED)
+			sluice_penalty_event(ctx, key, frame_len, d.verdict);
+#endif
 		sluice_sample_drop(ctx, key, frame_len, d.verdict, d.reason);
+	}
 }
 
 /* What a decision did to the source table, counted in the health stats. */
@@ -165,13 +198,21 @@ SLUICE_INLINE void sluice_count_table_event(SLUICE_ACCOUNT_CTX *ctx, __u8 event)
 		SLUICE_STAT_ADD(ctx, SLUICE_STAT_SOURCE_TABLE_FULL);
 	else if (event == SLUICE_TABLE_CONTENDED)
 		SLUICE_STAT_ADD(ctx, SLUICE_STAT_SOURCE_CONTENDED);
+#ifndef SLUICE_PENALTY_EVENT_BY_STEP
+	else if (event == SLUICE_TABLE_PENALISED)
+		SLUICE_STAT_ADD(ctx, SLUICE_STAT_PENALTIES);
+#endif
 }
 
-/* sluice_decide, and what it did to the source table counted. */
+/* sluice_decide and the penalty box, and what they did to the source table
+ * counted. */
 SLUICE_INLINE struct sluice_decision sluice_decide_counted(SLUICE_ACCOUNT_CTX *ctx, const struct sluice_levels *levels,
 							   __u32 frame_len, __u8 tcp_syn, __u64 now)
 {
 	struct sluice_decision d = sluice_decide(levels, frame_len, tcp_syn, now);
+
+	SLUICE_DECISION_BARRIER(d);
+	d = sluice_penalty_after(levels, d, frame_len, tcp_syn, now);
 
 	sluice_count_table_event(ctx, d.table);
 	return d;

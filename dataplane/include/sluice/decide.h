@@ -102,6 +102,20 @@ struct sluice_fleet_ref {
 	__u64 unit;                         /* enum sluice_unit */
 };
 
+#ifndef __bpf__
+/* What a class's penalty step needs beyond the source level (whose
+ * `penalty` says whether the class has one), looked at only when the
+ * source level refuses. The BPF program finds all of it itself
+ * (SLUICE_PENALTY_STEP): there this would take stack every packet pays for. */
+struct sluice_penalty_ref {
+	const struct sluice_penalty *limit;
+	const struct sluice_source_key *key;    /* the source's: its meter's is derived */
+	const struct sluice_hash_key *hash_key; /* the table's */
+	struct sluice_source_set *sets;         /* the table, set_mask + 1 sets */
+	__u32 set_mask;
+};
+#endif
+
 /* Every level of one packet. */
 struct sluice_levels {
 	struct sluice_source_ref source;
@@ -109,6 +123,9 @@ struct sluice_levels {
 	struct sluice_level_ref aggregate;
 	struct sluice_level_ref global;
 	struct sluice_fleet_ref fleet;
+#ifndef __bpf__
+	struct sluice_penalty_ref penalty;
+#endif
 };
 
 /* What a decision did to the source table, for the backend's stats. */
@@ -118,6 +135,7 @@ enum sluice_table_event {
 	SLUICE_TABLE_EVICTED = 2,   /* a new source took the entry of one in debt */
 	SLUICE_TABLE_FULL = 3,      /* both sets in debt: on_table_full open or closed decided */
 	SLUICE_TABLE_CONTENDED = 4, /* the source's entry stayed busy on another CPU: dropped */
+	SLUICE_TABLE_PENALISED = 5, /* the refused source was put in the penalty box */
 };
 
 struct sluice_decision {
@@ -321,8 +339,17 @@ SLUICE_INLINE int sluice_source_placed(const struct sluice_source_ref *src, cons
 	return 1;
 }
 
+/* Is a source `debt` ahead of its schedule under `limit` in the penalty box?
+ * An admission leaves a source at most its tolerance ahead; only a penalty
+ * puts it further (by more than the margin, which skew between CPUs' clocks
+ * cannot reach). */
+SLUICE_INLINE int sluice_source_penalised(const struct sluice_source_limit *limit, __u64 debt)
+{
+	return debt > limit->current.tolerance_ns + SLUICE_PENALTY_MARGIN_NS;
+}
+
 /* GCRA's judgement: admitted iff the debt after `cost` stays within the
- * tolerance. */
+ * tolerance; a source in the penalty box is refused for that reason. */
 SLUICE_INLINE int sluice_source_check_gcra(const struct sluice_source_ref *src, struct sluice_source_look *look,
 					   __u64 cost, __u64 now, struct sluice_decision *d)
 {
@@ -333,6 +360,9 @@ SLUICE_INLINE int sluice_source_check_gcra(const struct sluice_source_ref *src, 
 	look->debt = sluice_source_debt_now(src->limit, look->seen, look->debt);
 	if (look->debt + cost > src->limit->current.tolerance_ns) {
 		*d = sluice_drop(SLUICE_LEVEL_SOURCE);
+		/* In arithmetic: a branch here doubled the verifier's paths. */
+		d->reason += (__u8)(sluice_source_penalised(src->limit, look->debt) *
+				    (SLUICE_REASON_PENALTY - SLUICE_REASON_SOURCE));
 		return 0;
 	}
 	look->next = now + look->debt + cost;
@@ -417,6 +447,138 @@ SLUICE_INLINE int sluice_source_commit(const struct sluice_source_ref *src, __u6
 	}
 	/* The last look may have admitted: one more try before giving up. */
 	return verdict == 1 && SLUICE_SOURCE_CHARGE(src, look) ? 1 : -1;
+}
+
+/* ---- penalties -----------------------------------------------------------------
+ * A class's penalty says: a source whose refused units run above
+ * (over - 1) x its rate for longer than `within` goes in the penalty box for
+ * `for`. Refused units are what the source sent beyond its limit, so with
+ * the rate it is admitted at, such a source sends more than `over` times its
+ * limit. The meter of refused units is a GCRA entry of its own in the source
+ * table (struct sluice_penalty), charged only when the source is refused:
+ * a source that stays within its burst never touches it. When the meter
+ * refuses, the source's own entry is written once, past the end of the
+ * penalty (abi.h); from then on its packets are refused on reading that
+ * entry, which costs what any refusal costs, and nothing is written until
+ * the penalty ends and the source comes out with an empty bucket.
+ *
+ * Policy changes: a penalty in force keeps its end (a changed `for` applies
+ * to penalties that start after it), through a change of the per-source
+ * limit too (sluice_source_debt_now); a change of the per-source algorithm
+ * starts the class's sources fresh, out of the box. The meter never takes
+ * an entry from a source in debt (a full table means no penalty rather than
+ * an eviction), and a lost race on its entry leaves the refusal uncounted:
+ * both err towards not penalising. */
+
+/* ns of the meter's schedule `units` refused units cost, rounded down, so
+ * that a source refused at exactly (over - 1) x its rate never fills it. */
+SLUICE_INLINE __u64 sluice_penalty_meter_cost(const struct sluice_gcra_limit *meter, __u64 units)
+{
+	return units * meter->interval_ns + ((units * meter->interval_frac) >> 32);
+}
+
+/* The key the meter of `key`'s source is kept under. */
+SLUICE_INLINE void sluice_penalty_meter_key(struct sluice_source_key *meter, const struct sluice_source_key *key)
+{
+	*meter = *key;
+	meter->class_id |= SLUICE_PENALTY_METER_CLASS;
+}
+
+/* The meter's judgement of what a look at it found (`m`), for a refusal of
+ * `units`: 1 the meter is full, and the source is to go in the penalty
+ * box; 0 it holds them (m->next is then the time field to charge); -1 it
+ * has no entry and no free one to take: no penalty, and nothing written. */
+SLUICE_INLINE int sluice_penalty_meter_judge(const struct sluice_penalty *penalty, struct sluice_source_look *m,
+					     __u64 units, __u64 now)
+{
+	__u64 cost = sluice_penalty_meter_cost(&penalty->meter.current, units);
+
+	if (m->pending || m->index >= SLUICE_SOURCE_CANDIDATES || (!m->found && m->evicts))
+		return -1;
+	if (m->debt + cost > penalty->meter.current.tolerance_ns)
+		return 1;
+	m->next = now + m->debt + cost;
+	return 0;
+}
+
+/* Charges a refused source's meter (`meter`, its sets found; its limit is
+ * the penalty's meter) with the refused `units`: 1 if it is full. */
+SLUICE_INLINE int sluice_penalty_meter_full(const struct sluice_penalty *penalty, const struct sluice_source_ref *meter,
+					    __u64 units, __u64 now, struct sluice_source_look *m)
+{
+	int judged;
+
+	sluice_source_find(meter, now, m);
+	judged = sluice_penalty_meter_judge(penalty, m, units, now);
+	if (judged == 0)
+		(void)sluice_source_charge(meter, m);
+	return judged == 1;
+}
+
+/* Puts the source whose entry is `entry` (tag `tag`), last seen as `seen`,
+ * in the penalty box: one compare-and-swap, of a word under `limit` that
+ * reaches past the penalty's end. 1 if it took; 0 if another CPU changed
+ * the entry first (the source's next refusal tries again). */
+SLUICE_INLINE int sluice_penalty_impose(const struct sluice_penalty *penalty, const struct sluice_source_limit *limit,
+					__u64 tag, __u64 *entry, __u64 seen, __u64 now)
+{
+	__u64 end = now + limit->current.tolerance_ns + SLUICE_PENALTY_MARGIN_NS + penalty->for_ns;
+
+	return SLUICE_CAS64(entry, seen, sluice_entry_word(tag, limit->generation, end)) == seen;
+}
+
+#ifndef __bpf__
+/* A refused source's penalty step where the table is memory the backend
+ * can index: 1 if it put the source in the penalty box. */
+SLUICE_INLINE int sluice_penalty_step_host(const struct sluice_penalty_ref *ref, const struct sluice_source_ref *src,
+					   __u64 units, __u64 now)
+{
+	struct sluice_source_key key;
+	struct sluice_source_ref meter;
+	struct sluice_source_look look, m;
+	__u64 hash;
+
+	if (!ref->limit || !ref->key || !ref->hash_key || !ref->sets)
+		return 0;
+	sluice_penalty_meter_key(&key, ref->key);
+	hash = sluice_source_hash(&key, ref->hash_key);
+	meter.limit = &ref->limit->meter;
+	meter.home_index = sluice_source_home(hash, ref->set_mask);
+	meter.second_index = sluice_source_second(hash, ref->set_mask);
+	meter.home = &ref->sets[meter.home_index];
+	meter.second = &ref->sets[meter.second_index];
+	meter.tag = sluice_source_tag(hash);
+	meter.on_table_full = SLUICE_TABLE_FULL_OPEN;
+	return sluice_penalty_meter_full(ref->limit, &meter, units, now, &m) && sluice_source_find_known(src, now, &look) &&
+	       sluice_penalty_impose(ref->limit, src->limit, src->tag, sluice_set_entry(src, look.index), look.seen, now);
+}
+#endif
+
+/* How a refused source's penalty is judged; the BPF program routes it
+ * through a function of its own, which finds the sets itself. */
+#ifndef SLUICE_PENALTY_STEP
+#define SLUICE_PENALTY_STEP(levels, units, now) \
+	sluice_penalty_step_host(&(levels)->penalty, &(levels)->source, (units), (now))
+#endif
+
+/* A decision of sluice_decide, after the penalty box had its say: a source
+ * the per-source level refused in a class with a penalty has its meter
+ * charged, and goes in the box if the meter is full. Apart from
+ * sluice_decide, and finding the source again (its line is in cache), so
+ * that no path through sluice_decide carries this step: inside it, the BPF
+ * program passed the verifier's million instructions. */
+SLUICE_INLINE struct sluice_decision sluice_penalty_after(const struct sluice_levels *l, struct sluice_decision d,
+							  __u32 frame_len, __u8 tcp_syn, __u64 now)
+{
+	const struct sluice_source_limit *limit = l->source.limit;
+
+	if (d.reason != SLUICE_REASON_SOURCE || !l->source.penalty || !limit || sluice_source_windowed(limit))
+		return d;
+	if (SLUICE_PENALTY_STEP(l, sluice_frame_units(limit->current.unit, frame_len, tcp_syn), now)) {
+		d.reason = SLUICE_REASON_PENALTY;
+		d.table = SLUICE_TABLE_PENALISED;
+	}
+	return d;
 }
 
 /* The fleet level: take what the frame costs at a class's fleet quota from
@@ -644,6 +806,7 @@ SLUICE_INLINE void sluice_source_ref_make(struct sluice_source_ref *ref, const s
 	ref->second_index = sluice_source_second(hash, set_mask);
 	ref->tag = sluice_source_tag(hash);
 	ref->on_table_full = cls->on_table_full;
+	ref->penalty = cls->penalty.for_ns != 0;
 }
 
 #endif /* SLUICE_DECIDE_H */

@@ -80,6 +80,13 @@
 #define SLUICE_CAS64(ptr, old, new) __sync_val_compare_and_swap((ptr), (old), (new))
 #endif
 
+/* Where sluice_source_find_known found a source, as the backend wants it
+ * seen: the BPF program hides the constant from its verifier, so the
+ * sixteen ways out of the loop meet as one state. */
+#ifndef SLUICE_FOUND_INDEX
+#define SLUICE_FOUND_INDEX(i) (i)
+#endif
+
 /* A free entry unused this long is emptied when a scan meets it. */
 #define SLUICE_STALE_NS (1ULL << 43)
 /* How often a decision looks again at a source whose entry is busy. */
@@ -171,6 +178,9 @@ SLUICE_INLINE __u64 sluice_source_debt_now(const struct sluice_source_limit *lim
 		return 0; /* another algorithm's counts: no debt in this one's terms */
 	if (written != ((limit->generation - 1u) & 3u) || !then)
 		return tolerance;
+	/* In the penalty box under the limit before: what is left of it stays. */
+	if (debt > then + SLUICE_PENALTY_MARGIN_NS)
+		return debt - then < SLUICE_DEBT_MAX_NS - tolerance ? tolerance + (debt - then) : SLUICE_DEBT_MAX_NS;
 	/* Room left then (tokens times their old cost), in today's costs. */
 	return tolerance - sluice_scale_capped(then - (debt < then ? debt : then), limit->previous_scale, tolerance);
 }
@@ -207,6 +217,7 @@ struct sluice_source_ref {
 	__u32 home_index, second_index; /* where home and second are in the table */
 	__u64 tag;
 	__u8 on_table_full; /* enum sluice_table_full */
+	__u8 penalty;       /* the class has a penalty box (decide.h) */
 };
 
 /* Entries of both sets are numbered 0..15, the home set's first. */
@@ -316,7 +327,7 @@ SLUICE_INLINE int sluice_source_find_known(const struct sluice_source_ref *src, 
 		if (word && (word & SLUICE_ENTRY_TAG_MASK) == src->tag) {
 			if (word & SLUICE_ENTRY_PENDING)
 				return 0;
-			out->index = i;
+			out->index = SLUICE_FOUND_INDEX(i);
 			out->seen = word;
 			out->found = 1;
 			out->pending = 0;
