@@ -906,6 +906,58 @@ shape = { queue = 1024, max_delay_ms = 50 }
     EXPECT_EQ(loaded.error().setting, "class \"bulk\".shape");
 }
 
+// ---- the penalty box -------------------------------------------------------------------
+
+TEST(PolicyToml, APenaltyCompilesItsMeterAndTime) {
+    const LoadedPolicy policy = load_ok(bulk_class(R"toml(name = "bulk"
+per_source = { rate = 1000, burst = 10 }
+penalty = { over = 10, within = "500ms", for = "2m" }
+)toml"));
+    const sluice_class_entry& bulk = entry(policy, "bulk");
+    EXPECT_EQ(bulk.penalty.for_ns, 120'000'000'000u);
+    // (10 - 1) x 1000/s: 1/9000 s of the meter's schedule per refused packet.
+    EXPECT_EQ(bulk.penalty.meter.current.interval_ns, 111'111u);
+    EXPECT_EQ(bulk.penalty.meter.current.tolerance_ns, 500'000'000u);
+    EXPECT_EQ(bulk.penalty.meter.current.unit, SLUICE_UNIT_PACKETS);
+    EXPECT_EQ(entry(policy, "default").penalty.for_ns, 0u);
+    // within defaults to a second.
+    const LoadedPolicy plain = load_ok(bulk_class(R"toml(name = "bulk"
+per_source = { rate = 1000, burst = 10 }
+penalty = { over = 4, for = "10s" }
+)toml"));
+    EXPECT_EQ(entry(plain, "bulk").penalty.meter.current.tolerance_ns, 1'000'000'000u);
+}
+
+TEST(PolicyToml, APenaltyNeedsAGcraPerSourceLimitAndSaysWhatIsWrong) {
+    EXPECT_THAT(error_of(bulk_class("name = \"bulk\"\npenalty = { over = 10, for = \"1m\" }\n")),
+                StartsWith("p.toml:5:11: class \"bulk\".penalty: needs a per_source limit"));
+    EXPECT_THAT(error_of(bulk_class(R"toml(name = "bulk"
+per_source = { algorithm = "fixed_window", limit = 100, window = "1s" }
+penalty = { over = 10, for = "1m" }
+)toml")),
+                StartsWith("p.toml:6:11: class \"bulk\".penalty: needs per_source algorithm = \"gcra\""));
+    EXPECT_THAT(error_of(bulk_class("name = \"bulk\"\naction = \"drop\"\npenalty = { over = 10, for = \"1m\" }\n")),
+                StartsWith("p.toml:6:11: class \"bulk\".penalty: never applies: action = \"drop\""));
+    struct Case {
+        std::string penalty, error;
+    };
+    for (const Case& c : std::vector<Case>{
+             {R"({ for = "1m" })", "over is required"},
+             {R"({ over = 10 })", "for is required"},
+             {R"({ over = 1, for = "1m" })", "over"},
+             {R"({ over = 10, for = "2h" })", "for"},
+             {R"({ over = 10, for = "500ms" })", "for"},
+             {R"({ over = 10, for = "1m", within = "2m" })", "within"},
+             {R"({ over = 10, for = "1m", block_time = "1m" })", "block_time"},
+             // One refused packet at (2 - 1) x 1/s is a second of the meter.
+             {R"({ over = 2, for = "1m", within = "10ms" })", "within = \"10ms\" is shorter than one refused unit"},
+         }) {
+        const std::string text = bulk_class("name = \"bulk\"\nper_source = { rate = 1, burst = 1 }\npenalty = " +
+                                            c.penalty + "\n");
+        EXPECT_THAT(error_of(text), HasSubstr(c.error)) << c.penalty;
+    }
+}
+
 // ---- fleet quotas ---------------------------------------------------------------------
 
 // "bulk" with `fleet = <table>` on line 5 (column 9 opens the table), after `before`.
