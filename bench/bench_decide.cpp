@@ -21,6 +21,9 @@
 // state and the rounds measure the steady state: each packet from a random
 // one of `sources` known sources.
 //
+// Refusals: the hot sources again, refused by a per-source limit of 1/s, and
+// held in the penalty box; the box must cost no more than the refusal.
+//
 // Classification: the hot sources again, under a policy of 10 and of
 // --prefixes prefixes per family (realistic shapes, bench_prefixes.h), each
 // hot source matched by one of them (192.0.2.0/24, 2001:db8::/48), so the
@@ -38,6 +41,7 @@
 #include <map>
 
 #include "bench_prefixes.h"
+#include "labels.h"
 #include "bench_subcommands.h"
 
 namespace sluice::bench {
@@ -59,6 +63,7 @@ struct DecideCase {
     double call_ns = 0;            // the fixed cost of one BPF_PROG_TEST_RUN call
     std::vector<double> ns;        // one figure per round
     std::vector<uint32_t> kernel;  // the kernel's whole-ns figure, per round
+    std::string refusal = {};      // not empty: the refusal table's case (kRefusals)
 };
 
 double lowest(const std::vector<double>& values) {
@@ -98,6 +103,31 @@ const WindowProgram kWindowPrograms[] = {
     {true, {Algorithm::fixed_window, (1u << 28) - 1, SLUICE_NANO, Unit::packets, kDefaultMaxFrameBytes}},
     {true, {Algorithm::sliding_window, 511, SLUICE_WINDOW_MIN_NS, Unit::packets, kDefaultMaxFrameBytes}},
 };
+
+// The refusals a flooding hot source meets, each a program of its own: its
+// per-source limit (1/s, burst 1) refuses it, or its class's penalty box
+// holds it (over 2 within 1 s for an hour: in the box after its third
+// packet, for longer than any run). Each row must cost no more than the
+// first. Every frame of each is dropped, and counted under `reason`.
+struct Refusal {
+    std::string name;
+    uint8_t reason;
+    bool penalty;
+};
+const Refusal kRefusals[] = {
+    {"refused at the source", SLUICE_REASON_SOURCE, false},
+    {"in the penalty box", SLUICE_REASON_PENALTY, true},
+};
+
+Result<CompiledPolicy> refusing_policy(uint32_t cpus, const Refusal& refusal) {
+    auto policy = single_class_policy(1, 1, Accuracy::lease, cpus);
+    if (!policy || !refusal.penalty) return policy;
+    sluice_class_entry& cls = policy.value().classes[0];
+    auto penalty = compile_penalty(cls.per_source, 2, SLUICE_NANO, SLUICE_PENALTY_FOR_MAX_NS, "penalty");
+    if (!penalty) return penalty.error();
+    cls.penalty = penalty.value();
+    return policy;
+}
 
 // Opens a dataplane with a table of `capacity` entries and applies `policy`.
 Result<std::unique_ptr<XdpDataplane>> open_with(uint32_t capacity,
@@ -199,6 +229,20 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         for (size_t i = 0; i < 2; i++) cases.push_back({&traffic[i], "lease", fd, count, 0, {}, {}});
     }
 
+    // The refusals, for the hot sources.
+    std::map<std::string, XdpDataplane*> refusing;
+    for (const Refusal& refusal : kRefusals) {
+        auto opened = open_with(XdpOptions{}.source_capacity,
+                                [&refusal](uint32_t cpus) { return refusing_policy(cpus, refusal); });
+        if (!opened) return opened.error();
+        const int fd = opened.value()->program_fd();
+        refusing[refusal.name] = opened.value().get();
+        dataplanes[{0, refusal.name}] = std::move(opened.value());
+        for (size_t i = 0; i < 2; i++) {
+            cases.push_back({&traffic[i], refusal.name, fd, 0, 0, {}, {}, refusal.name});
+        }
+    }
+
     // Warm up: every source inserted, caches and branch predictors primed.
     // Then the fixed cost of a call: the median of calls that run twice (with
     // repeat > 1 the kernel also switches the XDP dispatcher to the program
@@ -208,7 +252,7 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         const uint32_t warm_up = std::max<uint32_t>(c.traffic->sources * 8, 1000);
         auto ns = test_run_cpu_ns(c.fd, udp_frame(c.traffic->ipv6), warm_up, &verdict);
         if (!ns) return ns.error();
-        bool drops = c.program == "baseline" || c.program == "probe";
+        bool drops = c.program == "baseline" || c.program == "probe" || !c.refusal.empty();
         for (const WindowProgram& program : kWindowPrograms)
             drops = drops || (c.program == program.name() && program.refuses(*c.traffic));
         const uint32_t expected = drops ? 1u /* XDP_DROP */ : 2u /* XDP_PASS */;
@@ -252,7 +296,7 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         const uint32_t capacity = std::max<uint32_t>(XdpOptions{}.source_capacity, t.sources * 2);
         row["source_capacity"] = capacity;
         for (const auto& c : cases) {
-            if (c.traffic != &t || c.prefixes != 0) continue;
+            if (c.traffic != &t || c.prefixes != 0 || !c.refusal.empty()) continue;
             ns[c.program] = lowest(c.ns);
             row[c.program + "_ns_per_decision"] = ns[c.program];
             row[c.program + "_ns_median"] = median(c.ns);
@@ -312,7 +356,7 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         std::map<uint32_t, const DecideCase*> by_count;
         std::map<std::string, double> ns;
         for (const auto& c : cases) {
-            if (c.traffic != &t) continue;
+            if (c.traffic != &t || !c.refusal.empty()) continue;
             if (c.prefixes != 0)
                 by_count[c.prefixes] = &c;
             else
@@ -342,6 +386,47 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
     }
     prefix_table.print();
 
+    // The refusal table: each refusal's cost next to a plain one's, and a
+    // check that every frame was refused for the row's reason.
+    Table refusal_table{"decide when a hot source is refused (1/s per source), same run",
+                        {"traffic", "baseline ns", kRefusals[0].name + " ns", kRefusals[1].name + " ns",
+                         kRefusals[1].name + " / " + kRefusals[0].name},
+                        {}};
+    Json refusal_results = Json::array();
+    for (const Refusal& refusal : kRefusals) {
+        auto counters = refusing[refusal.name]->counters();
+        if (!counters) return counters.error();
+        const uint64_t counted = counters.value()[sluice_counter_index(1, SLUICE_VERDICT_DROP, refusal.reason)].packets;
+        uint64_t run = 0;
+        for (const auto& c : cases)
+            if (c.refusal == refusal.name) run += rounds * repeat;
+        if (counted < run)
+            return Error{"decide: \"" + refusal.name + "\" counted " + std::to_string(counted) + " drops of reason " +
+                         std::string(reason_label(refusal.reason)) + " for " + std::to_string(run) + " timed runs"};
+    }
+    for (size_t i = 0; i < 2; i++) {
+        const Traffic& t = traffic[i];
+        std::map<std::string, const DecideCase*> of;
+        for (const auto& c : cases)
+            if (c.traffic == &t && (!c.refusal.empty() || c.program == "baseline")) of[c.program] = &c;
+        const double baseline = lowest(of["baseline"]->ns), refused = lowest(of[kRefusals[0].name]->ns),
+                     boxed = lowest(of[kRefusals[1].name]->ns);
+        Json row;
+        row["traffic"] = t.name;
+        row["sources"] = t.sources;
+        row["table"] = "refusals";
+        row["baseline_ns_per_decision"] = baseline;
+        row["refused_ns_per_decision"] = refused;
+        row["penalised_ns_per_decision"] = boxed;
+        row["refused_ns_rounds"] = of[kRefusals[0].name]->ns;
+        row["penalised_ns_rounds"] = of[kRefusals[1].name]->ns;
+        row["penalised_to_refused"] = boxed / refused;
+        refusal_results.push_back(row);
+        refusal_table.rows.push_back(
+            {t.name, fixed(baseline, 1), fixed(refused, 1), fixed(boxed, 1), fixed(boxed / refused, 2)});
+    }
+    refusal_table.print();
+
     report["settings"] = {{"repeat", repeat},
                           {"rounds", rounds},
                           {"timing",
@@ -363,6 +448,7 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
          "/48 (50%); fixed seed; every prefix of the one class"}};
     for (const Json& row : algorithm_results) results.push_back(row);
     for (const Json& row : prefix_results) results.push_back(row);
+    for (const Json& row : refusal_results) results.push_back(row);
     report["results"] = results;
     return ok_status();
 }
