@@ -2,7 +2,8 @@
 /*
  * Sluice's XDP program: parse -> classify (LPM) -> the source's entry ->
  * new-source budget -> class aggregate -> global ceiling -> fleet credit ->
- * PASS or DROP, per packet, at the driver.
+ * PASS or DROP, per packet, at the driver; a source its per-source limit
+ * refused may then go in its class's penalty box.
  * Every decision is the shared core's (dataplane/include/sluice/); this file
  * only finds the state the core decides over.
  *
@@ -462,9 +463,9 @@ static __always_inline __u32 drop_sample_period(void)
 struct sluice_packet_scratch {
 	struct sluice_packet pkt;
 	struct sluice_source_key key;
-	struct sluice_source_key meter_key; /* its penalty meter's (sluice_penalty_meter_call) */
+	struct sluice_source_key meter_key; /* its penalty meter's (sluice_penalty_prepare_call) */
 	__u32 class_index;                  /* in sluice_classes: what the penalty calls look up */
-	struct sluice_decision decision; /* SLUICE_DECISION_BARRIER */
+	struct sluice_decision decision;    /* SLUICE_DECISION_BARRIER */
 };
 
 struct {
@@ -624,8 +625,7 @@ static __always_inline int level_ref(struct sluice_level_ref *ref, const struct 
 	return ref->cpu && ref->shared;
 }
 
-/* ---- the program -------------------------------------------------------------- */
-
+/* ---- the penalty step ------------------------------------------------------------ */
 
 /* The packet's scratch and class entry, for the penalty calls. */
 static __always_inline const struct sluice_class_entry *penalty_class(struct sluice_packet_scratch **scratch)
@@ -718,6 +718,8 @@ static __always_inline int penalty_step(__u64 units, __u64 now)
 		return 0;
 	return sluice_penalty_impose_call(now);
 }
+
+/* ---- the program -------------------------------------------------------------- */
 
 SEC("xdp")
 int sluice_xdp(struct xdp_md *ctx)
