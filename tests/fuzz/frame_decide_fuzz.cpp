@@ -10,6 +10,7 @@
 // parser reports is consistent, every decision names the level that refused
 // (or none), and over the whole run the class aggregate and the global
 // ceiling never admit more than burst + rate x elapsed, for every window.
+// The class has a penalty box, so its meter shares the small table.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -77,6 +78,9 @@ struct Policy {
         cls.prefix_v4 = 24;
         cls.prefix_v6 = 48;
         cls.per_source = compiled_or_die(sluice::compile_source_limit({10, 3, Unit::packets}, kMaxFrameBytes, "fuzz"));
+        // Over 3 times its limit for 100 ms: dropped for 2 s, in fuzz clock steps of up to 255 ms.
+        cls.penalty =
+            compiled_or_die(sluice::compile_penalty(cls.per_source, 3, 100'000'000, 2'000'000'000, "fuzz"));
         cls.new_sources = compiled_or_die(
             sluice::compile_level({{20, 6, Unit::packets}, Accuracy::split, 1, kMaxFrameBytes, 0, 0}, "fuzz"));
         cls.aggregate = compiled_or_die(sluice::compile_level(
@@ -111,7 +115,10 @@ void check_decision(const sluice_decision& d) {
     }
     require(d.verdict == SLUICE_VERDICT_DROP, "a limited class passes or drops");
     require(d.level != SLUICE_LEVEL_NONE, "a drop names its level");
-    require(d.reason == sluice_level_reason(d.level), "a drop's reason is its level's");
+    require(d.reason == sluice_level_reason(d.level) ||
+                (d.reason == SLUICE_REASON_PENALTY && d.level == SLUICE_LEVEL_SOURCE),
+            "a drop's reason is its level's, or the penalty box's at the source");
+    require(d.table != SLUICE_TABLE_PENALISED || d.reason == SLUICE_REASON_PENALTY, "a penalty starts with one");
 }
 
 }  // namespace
@@ -151,7 +158,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         levels.new_sources = {&policy.cls.new_sources, &cpu[0], &shared[0], nullptr};
         levels.aggregate = {&policy.cls.aggregate, &cpu[1], &shared[1], nullptr};
         levels.global = {&policy.global, &cpu[2], &shared[2], nullptr};
-        const sluice_decision d = sluice_decide(&levels, pkt.frame_len, pkt.tcp_syn, now);
+        levels.penalty = {&policy.cls.penalty, &key, &policy.hash_key, table.data(),
+                          static_cast<uint32_t>(table.size() - 1)};
+        const sluice_decision d =
+            sluice_penalty_after(&levels, sluice_decide(&levels, pkt.frame_len, pkt.tcp_syn, now), pkt.frame_len,
+                                 pkt.tcp_syn, now);
         check_decision(d);
         if (d.verdict == SLUICE_VERDICT_PASS) {
             aggregate.admit(now, 1);
