@@ -516,6 +516,26 @@ std::string format_request_keys(const json& keys) {
 
 std::string format_source_top(const json& result);
 
+// What each kind of restriction means, for the line under the table.
+struct RestrictionKind {
+    std::string_view kind;
+    std::string_view meaning;
+};
+constexpr RestrictionKind kRestrictionKinds[] = {
+    {"penalty", "penalty: in its class's penalty box, every packet dropped until the time left has passed"},
+};
+
+// "penalty 41s left" for a source's `restriction` (the daemon's top), "-"
+// for none; a kind without an end shows as the kind alone.
+std::string restriction_text(const json& restriction) {
+    const json& kind = member(restriction, "kind");
+    if (!kind.is_string()) return std::string(kMissing);
+    const json& remaining = member(restriction, "remaining_s");
+    if (!remaining.is_number()) return kind.get<std::string>();
+    // Up, so that the last part of a second reads "1s left", not "0s left".
+    return kind.get<std::string>() + " " + human_duration(std::ceil(remaining.get<double>())) + " left";
+}
+
 }  // namespace
 
 std::string format_top(const json& result) {
@@ -533,6 +553,9 @@ std::string format_source_top(const json& result) {
         text += "rates decay over ~" + std::string(tau) + " s; ";
     }
     text += "from sampled drop events\n";
+    const auto in_box = integer_of(result, "penalties_active");
+    if (in_box && *in_box > 0)
+        text += std::to_string(*in_box) + (*in_box == 1 ? " source" : " sources") + " in the penalty box\n";
     const json& sources = member(result, "sources");
     if (!sources.is_array() || sources.empty()) return text + "no source is being dropped\n";
 
@@ -541,11 +564,24 @@ std::string format_source_top(const json& result) {
     // its own once there is one: it was passed, not dropped.
     bool shadow = false;
     for (const json& source : sources) shadow = shadow || text_of(source, "verdict") == "would_drop";
+    // Likewise a source held back beyond its limits (the penalty box): the
+    // kinds shown, for their meaning under the table.
+    std::vector<std::string> restrictions;
+    for (const json& source : sources) {
+        const json& kind = member(member(source, "restriction"), "kind");
+        if (kind.is_string() &&
+            std::find(restrictions.begin(), restrictions.end(), kind.get<std::string>()) == restrictions.end())
+            restrictions.push_back(kind.get<std::string>());
+    }
     std::vector<std::string> headers{"RANK", "SOURCE", "CLASS", "INTERFACE", "DROP/s", "SHARE"};
     std::vector<Align> align{Align::right, Align::left, Align::left, Align::left, Align::right, Align::right};
     if (shadow) {
         headers.insert(headers.begin() + 3, "VERDICT");
         align.insert(align.begin() + 3, Align::left);
+    }
+    if (!restrictions.empty()) {
+        headers.push_back("RESTRICTION");
+        align.push_back(Align::left);
     }
     Table table(headers, align);
     std::size_t rank = 0;
@@ -571,10 +607,14 @@ std::string format_source_top(const json& result) {
                                      human_rate(drops) + (rough ? "*" : ""),
                                      share_text};
         if (shadow) row.insert(row.begin() + 3, text_of(source, "verdict"));
+        if (!restrictions.empty()) row.push_back(restriction_text(member(source, "restriction")));
         table.add_row(std::move(row));
     }
     text += table.render();
     if (shadow) text += "would_drop: passed by a class in shadow, which would drop it when enforcing\n";
+    for (const RestrictionKind& known : kRestrictionKinds)
+        if (std::find(restrictions.begin(), restrictions.end(), known.kind) != restrictions.end())
+            text += std::string(known.meaning) + "\n";
     if (estimated) {
         text += "* at most: part of it may be other sources' drops (more sources drop than are tracked)\n";
     }

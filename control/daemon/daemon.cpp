@@ -457,13 +457,36 @@ void Daemon::count_push(bool accepted) { (accepted ? pushes_accepted_ : pushes_r
 
 void Daemon::drain_drop_events() {
     const double now = monotonic_s();
+    // How long the current version's penalties last, read once per drain
+    // and only when a penalty started.
+    std::optional<std::map<uint32_t, uint64_t>> penalty_for_ns;
     for (auto& [name, interface] : interfaces_) {
         HotSources& hot = interface->hot_sources;
+        PenaltiesInForce& penalties = interface->penalties;
+        // Penalty ends are on the dataplane's clock, the one its events carry.
+        const uint64_t dataplane_now = interface->dataplane().now_ns();
+        penalties.expire(dataplane_now);
+        const uint64_t untracked_before = penalties.untracked();
         auto drained = interface->dataplane().drain_events([&](const sluice_drop_event& event) {
-            hot.add(event.source, static_cast<double>(event.weight), now, event.verdict);
+            if (event.flags & SLUICE_EVENT_PENALTY_STARTED) {
+                if (!penalty_for_ns) penalty_for_ns = policy_->penalty_durations();
+                const auto found = penalty_for_ns->find(event.source.class_id);
+                penalties.start(event.source, event.time_ns, found != penalty_for_ns->end() ? found->second : 0,
+                                dataplane_now);
+            }
+            // A penalty's event weighs 0: the drop it reports is in a sampled event's weight.
+            if (event.weight > 0) hot.add(event.source, static_cast<double>(event.weight), now, event.verdict);
         });
         if (!drained)
             log(LogLevel::warn, "cannot read drop events", {{"interface", name}, {"error", drained.error().message}});
+        // Once per interface: a flood of penalties would otherwise flood the log.
+        if (untracked_before == 0 && penalties.untracked() > 0)
+            log(LogLevel::warn,
+                "a penalty is not tracked: too many in force, or its class no longer has one; the dataplane "
+                "enforces it all the same",
+                {{"interface", name},
+                 {"capacity", std::to_string(penalties.capacity())},
+                 {"hint", "sluice_penalties_untracked_total counts them"}});
     }
 }
 
@@ -483,6 +506,7 @@ void Daemon::publish_metrics() {
     snapshot.requests = server_.counts();
     snapshot.class_names = class_names();
     snapshot.shadow_classes = policy_->shadow_classes();
+    for (const auto& [class_id, for_ns] : policy_->penalty_durations()) snapshot.penalty_classes.insert(class_id);
     const double now = monotonic_s();
     for (const auto& [name, interface] : interfaces_) {
         if (!interface->latest) continue;
@@ -498,6 +522,8 @@ void Daemon::publish_metrics() {
         if (auto version = interface->dataplane().active_version()) entry.active_version = version.value();
         entry.sources = interface->sources;
         entry.hot_sources = interface->hot_sources.top(kHotSourcesExported, now);
+        entry.penalties_active = interface->penalties.active_by_class(interface->dataplane().now_ns());
+        entry.penalties_untracked = interface->penalties.untracked();
         snapshot.interfaces.push_back(std::move(entry));
     }
     for (const fleet::FleetLeaser* leaser : {fleet_.get(), request_fleet_.get()}) {

@@ -40,6 +40,7 @@
 #include "http_service.h"
 #include "interface_host.h"
 #include "metrics.h"
+#include "penalties.h"
 #include "policy_service.h"
 #include "request_gate.h"
 #include "request_limiter.h"
@@ -95,6 +96,8 @@ class Daemon {
         // The two latest periodic samples: rates are their difference.
         std::optional<CounterSample> previous, latest;
         HotSources hot_sources;
+        // Sources in the penalty box, from the dataplane's penalty events.
+        PenaltiesInForce penalties;
         // The source table as of its last count (every 10 s: a count scans it).
         SourceTableUsage sources{};
         // What the last periodic check found (every second); changes are logged.
@@ -144,6 +147,7 @@ class Daemon {
     // At attach and adoption: says that `name` passes everything until the
     // first policy is pushed (README, "Order").
     void log_if_no_policy(const std::string& name);
+    // Sampled drops to the hot sources, penalties started to the penalties in force.
     void drain_drop_events();
     void publish_metrics();
     void count_push(bool accepted);

@@ -3,6 +3,7 @@
 // and top. The loop and the interfaces' life cycle are in daemon.cpp.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "clock.h"
@@ -22,6 +23,19 @@ json sources_json(const SourceTableUsage& usage) {
         {"in_debt", usage.in_debt},
         {"known", usage.known},
         {"occupancy", usage.capacity ? static_cast<double>(usage.in_debt) / static_cast<double>(usage.capacity) : 0.0}};
+}
+
+// What holds a ranked source back beyond its limits, for `top`: null, or
+// the penalty box with the time left. An object with a `kind`, so that
+// another kind can stand in its place.
+json restriction_json(const PenaltiesInForce& penalties, const sluice_source_key& source, uint64_t dataplane_now_ns,
+                      double unix_now_s) {
+    const std::optional<uint64_t> ends = penalties.ends_at(source, dataplane_now_ns);
+    if (!ends) return nullptr;
+    const double remaining_s = static_cast<double>(*ends - dataplane_now_ns) / 1e9;
+    return json{{"kind", "penalty"},
+                {"remaining_s", remaining_s},
+                {"until_unix_s", static_cast<int64_t>(std::ceil(unix_now_s + remaining_s))}};
 }
 
 Result<std::string> string_arg(const json& args, const char* key, std::optional<std::string> fallback = {}) {
@@ -326,19 +340,27 @@ Result<json> Daemon::top_json(const json& args) {
                              "n");
     const auto names = class_names();
     const double now = static_cast<double>(monotonic_ns()) / 1e9;
+    const double unix_now_s =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     double total_rate = 0, total_decayed = 0;
+    uint64_t penalties_active = 0;
     std::vector<std::pair<double, json>> ranked;  // by decayed drops, as each interface ranks
     for (const auto& [name, interface] : interfaces_) {
         total_rate += interface->hot_sources.total_drops_per_second(now);
         total_decayed += interface->hot_sources.decayed_drops_total(now);
+        const uint64_t dataplane_now = interface->dataplane().now_ns();
+        penalties_active += interface->penalties.active(dataplane_now);
         for (const HotSource& source : interface->hot_sources.top(n, now)) {
-            ranked.emplace_back(source.decayed_drops, json{{"interface", name},
-                                                           {"source", source_address(source.key)},
-                                                           {"class", class_label(names, source.key.class_id)},
-                                                           {"class_id", source.key.class_id},
-                                                           {"verdict", std::string(verdict_label(source.verdict))},
-                                                           {"drops_per_second", source.drops_per_second},
-                                                           {"error_per_second", source.error_per_second}});
+            ranked.emplace_back(
+                source.decayed_drops,
+                json{{"interface", name},
+                     {"source", source_address(source.key)},
+                     {"class", class_label(names, source.key.class_id)},
+                     {"class_id", source.key.class_id},
+                     {"verdict", std::string(verdict_label(source.verdict))},
+                     {"drops_per_second", source.drops_per_second},
+                     {"error_per_second", source.error_per_second},
+                     {"restriction", restriction_json(interface->penalties, source.key, dataplane_now, unix_now_s)}});
         }
     }
     std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -361,6 +383,7 @@ Result<json> Daemon::top_json(const json& args) {
     }
     return json{{"total_drops_per_second", total_rate},
                 {"tau_s", HotSources::kDefaultTauSeconds},
+                {"penalties_active", penalties_active},
                 {"sources", std::move(sources)},
                 {"request_keys", std::move(request_keys)}};
 }

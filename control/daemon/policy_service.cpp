@@ -199,8 +199,10 @@ std::optional<PolicyVersion> PolicyService::current() const {
 void PolicyService::remember_facts(uint64_t version, const CompiledPolicy& compiled) const {
     facts_ = CurrentFacts{};
     facts_.version = version;
-    for (const sluice_class_entry& cls : compiled.classes)
+    for (const sluice_class_entry& cls : compiled.classes) {
         if (cls.shadow) facts_.shadow.insert(cls.class_id);
+        if (cls.penalty.for_ns) facts_.penalty_for_ns[cls.class_id] = cls.penalty.for_ns;
+    }
     facts_.fleet = compiled.fleet;
     facts_.requests = compiled.requests;
     facts_.request_domains = compiled.request_domains;
@@ -223,6 +225,11 @@ const PolicyService::CurrentFacts& PolicyService::current_facts() const {
 std::set<uint32_t> PolicyService::shadow_classes() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return current_facts().shadow;
+}
+
+std::map<uint32_t, uint64_t> PolicyService::penalty_durations() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return current_facts().penalty_for_ns;
 }
 
 std::pair<uint64_t, std::vector<FleetQuota>> PolicyService::fleet_quotas() const {

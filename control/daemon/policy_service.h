@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -83,6 +84,9 @@ class PolicyService {
     // The ids of the current version's classes in shadow (empty without one);
     // the version is compiled once and its answer kept until the next.
     std::set<uint32_t> shadow_classes() const;
+    // How long the current version's penalties last, in ns, by class id (the
+    // classes with a penalty; empty without a version), compiled as shadow_classes().
+    std::map<uint32_t, uint64_t> penalty_durations() const;
     // The current version (0: none) and its fleet quotas, compiled as shadow_classes().
     std::pair<uint64_t, std::vector<FleetQuota>> fleet_quotas() const;
     // The current version (0: none) and its request classes and domains, compiled as shadow_classes().
@@ -121,6 +125,7 @@ class PolicyService {
     struct CurrentFacts {
         uint64_t version = 0;  // 0: not computed yet, or no version
         std::set<uint32_t> shadow;
+        std::map<uint32_t, uint64_t> penalty_for_ns;  // class id -> penalty.for_ns, where it has one
         std::vector<FleetQuota> fleet;
         std::vector<RequestClass> requests;
         std::vector<RequestDomain> request_domains;

@@ -90,6 +90,9 @@ class EnforcementPoint : public Dataplane {
     virtual Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats() = 0;
     // Calls on_event for every queued sampled drop; never blocks.
     virtual Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event) = 0;
+    // Now on the clock the dataplane decides by and stamps its events with
+    // (CLOCK_MONOTONIC, or a test clock): what an event's time_ns compares with.
+    virtual uint64_t now_ns() const = 0;
     // The source table now: capacity and occupancy (a scan of the table,
     // which also empties entries unused for hours: survey_source_table).
     virtual Result<SourceTableUsage> source_table() = 0;

@@ -48,8 +48,11 @@ class DecayedTopK {
         entries_.reserve(capacity_);
     }
 
-    // `now_s` must not go backwards (a monotonic clock in seconds).
+    // `now_s` must not go backwards (a monotonic clock in seconds). A weight
+    // that is not positive counts nothing and changes nothing: taking a
+    // counter for it would displace a key that does count.
     void add(const Key& key, double weight, double now_s) {
+        if (!(weight > 0)) return;
         if (!started_) {
             landmark_ = now_s;
             start_ = now_s;
@@ -169,6 +172,8 @@ class HotSources {
 
     // `now_s` must not go backwards (a monotonic clock in seconds).
     // `verdict` is the drop event's: DROP, or WOULD_DROP from a class in shadow.
+    // A weight of 0 (a penalty-started event: the drop it reports is in a
+    // sampled event's weight) is ignored.
     void add(const sluice_source_key& key, double weight, double now_s, uint8_t verdict = SLUICE_VERDICT_DROP);
     // The k sources with the most decayed drops, most first (DecayedTopK::top).
     std::vector<HotSource> top(size_t k, double now_s, double min_rate = 0.01) const;

@@ -41,14 +41,15 @@ void add(MetricFamily& family, Labels labels, double value) {
 
 // Series that a class can have, so rate() has a zero to start from: class 0
 // only sees frames that never reached classification; the others every
-// limiting outcome, and a class in shadow each one also as would_drop.
-bool possible(uint32_t class_id, bool shadow, bool fleet, uint32_t verdict, uint32_t reason) {
+// limiting outcome (fleet and penalty only with a fleet quota, a penalty box),
+// and a class in shadow each one also as would_drop.
+bool possible(uint32_t class_id, bool shadow, bool fleet, bool penalty, uint32_t verdict, uint32_t reason) {
     // Unparsed frames are never shadowed: they pass or drop.
     if (class_id == 0)
         return verdict != SLUICE_VERDICT_WOULD_DROP &&
                (reason == SLUICE_REASON_NON_IP || reason == SLUICE_REASON_MALFORMED);
     if (verdict == SLUICE_VERDICT_WOULD_DROP)
-        return shadow && possible(class_id, false, fleet, SLUICE_VERDICT_DROP, reason);
+        return shadow && possible(class_id, false, fleet, penalty, SLUICE_VERDICT_DROP, reason);
     switch (reason) {
         case SLUICE_REASON_ADMITTED:
         case SLUICE_REASON_ALLOWED:
@@ -63,6 +64,8 @@ bool possible(uint32_t class_id, bool shadow, bool fleet, uint32_t verdict, uint
             return true;
         case SLUICE_REASON_FLEET:
             return fleet && verdict == SLUICE_VERDICT_DROP;
+        case SLUICE_REASON_PENALTY:
+            return penalty && verdict == SLUICE_VERDICT_DROP;
         default:
             return false;
     }
@@ -74,6 +77,7 @@ void add_decisions(const DaemonSnapshot& snapshot, const InterfaceSnapshot& inte
     for (uint32_t class_id = 0; class_id < SLUICE_MAX_CLASSES; class_id++) {
         const bool known = snapshot.class_names.count(class_id) > 0;
         const bool shadow = snapshot.shadow_classes.count(class_id) > 0;
+        const bool penalty = snapshot.penalty_classes.count(class_id) > 0;
         const bool fleet = std::any_of(snapshot.fleet.begin(), snapshot.fleet.end(), [&](const auto& account) {
             return account.class_id == class_id && account.interface == interface.name;
         });
@@ -83,7 +87,8 @@ void add_decisions(const DaemonSnapshot& snapshot, const InterfaceSnapshot& inte
                 if (index >= interface.counters.size()) continue;
                 const sluice_counter& counter = interface.counters[index];
                 if (reason == SLUICE_REASON_TABLE_FULL) table_full_by_verdict[verdict] += counter.packets;
-                if (counter.packets == 0 && !(known && possible(class_id, shadow, fleet, verdict, reason))) continue;
+                if (counter.packets == 0 && !(known && possible(class_id, shadow, fleet, penalty, verdict, reason)))
+                    continue;
                 Labels labels{{"class", class_label(snapshot.class_names, class_id)},
                               {"interface", interface.name},
                               {"reason", std::string(reason_label(reason))},
@@ -243,6 +248,20 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
                       "Drops per second of the most-dropped sources (top 20 per interface, decayed over ~10 s), "
                       "from sampled drop events; verdict would_drop: a class in shadow passed them.",
                       MetricType::Gauge);
+    auto penalties_active =
+        family("sluice_penalties_active",
+               "Sources in the penalty box now, by interface and class: penalties the dataplane reported starting "
+               "(one event each) whose duration (the class's penalty.for) has not yet passed.",
+               MetricType::Gauge);
+    auto penalties =
+        family("sluice_penalties_total", "Sources put in the penalty box by the dataplane (penalties imposed).",
+               MetricType::Counter);
+    auto penalties_untracked =
+        family("sluice_penalties_untracked_total",
+               "Penalties started that sluice_penalties_active and sluicectl top leave out: too many in force to "
+               "track, or the class no longer had a penalty when its event was read (the dataplane enforces them "
+               "all the same; a penalty event lost to a full ring counts in sluice_drop_events_total instead).",
+               MetricType::Counter);
     auto shadow = family("sluice_class_shadow",
                          "1 for a class of the current policy in shadow: it counts as would_drop what it would drop, "
                          "and passes it.",
@@ -277,6 +296,15 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
         add(no_policy, {{"interface", name}}, static_cast<double>(interface.stats[SLUICE_STAT_NO_POLICY]));
         add(interface_version, {{"interface", name}}, static_cast<double>(interface.active_version));
         add(window_restarts, {{"interface", name}}, static_cast<double>(interface.window_restarts));
+        // A class with a penalty box starts at zero; a class that has since
+        // lost it (or the policy) shows until its last penalty ends.
+        std::map<uint32_t, uint64_t> in_box = interface.penalties_active;
+        for (const uint32_t class_id : snapshot.penalty_classes) in_box.try_emplace(class_id, 0);
+        for (const auto& [class_id, count] : in_box)
+            add(penalties_active, {{"class", class_label(snapshot.class_names, class_id)}, {"interface", name}},
+                static_cast<double>(count));
+        add(penalties, {{"interface", name}}, static_cast<double>(interface.stats[SLUICE_STAT_PENALTIES]));
+        add(penalties_untracked, {{"interface", name}}, static_cast<double>(interface.penalties_untracked));
         for (const HotSource& source : interface.hot_sources)
             add(hot,
                 {{"class", class_label(snapshot.class_names, source.key.class_id)},
@@ -370,6 +398,9 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
                             &window_restarts,
                             &interface_version,
                             &hot,
+                            &penalties_active,
+                            &penalties,
+                            &penalties_untracked,
                             &shadow,
                             &version,
                             &info,

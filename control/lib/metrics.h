@@ -48,6 +48,10 @@ struct InterfaceSnapshot {
     DecisionCost decision_cost;    // XDP: the kernel's BPF run-time statistics
     uint64_t window_restarts = 0;  // EnforcementPoint::window_restarts()
     std::vector<HotSource> hot_sources;
+    // Sources in the penalty box now, by class id (PenaltiesInForce::active_by_class),
+    // and the penalties the daemon could not track (PenaltiesInForce::untracked).
+    std::map<uint32_t, uint64_t> penalties_active;
+    uint64_t penalties_untracked = 0;
 };
 
 // One fleet quota's account on one interface (control/fleet/fleet_leaser.h).
@@ -73,6 +77,7 @@ struct DaemonSnapshot {
     RequestCounts requests;
     std::map<uint32_t, std::string> class_names;  // id -> name in the current policy
     std::set<uint32_t> shadow_classes;            // ids of the current policy's classes in shadow
+    std::set<uint32_t> penalty_classes;           // ids of the current policy's classes with a penalty
     std::vector<InterfaceSnapshot> interfaces;
     std::vector<FleetAccountSnapshot> fleet;
     // Request-level decisions ([request] configured; control/request/).

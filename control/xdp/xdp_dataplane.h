@@ -78,6 +78,8 @@ class XdpDataplane : public EnforcementPoint {
     Result<std::vector<sluice_counter>> counters() override;
     Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats() override;
     Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event) override;
+    // Now on the program's clock: CLOCK_MONOTONIC, or the test clock.
+    uint64_t now_ns() const override;
     // A scan of the source table (mapped into this process: no syscalls).
     Result<SourceTableUsage> source_table() override;
     // Empties the source table: every source starts over with a full bucket.
@@ -132,8 +134,6 @@ class XdpDataplane : public EnforcementPoint {
     Status change_lpm_slot(int map_fd, uint32_t slot, uint8_t family, const PrefixChanges& changes);
     // The class entries a slot holds (those of defined classes).
     Result<std::vector<sluice_class_entry>> read_classes(uint32_t slot);
-    // Now on the program's clock.
-    uint64_t now_ns() const;
     template <class LpmKey>
     Status clear_lpm_slot(int map_fd, uint32_t slot);
     static int on_ring_event(void* ctx, void* data, size_t size);

@@ -132,7 +132,8 @@ class DpdkDataplane final : public EnforcementPoint {
 
     // The time every worker reads at its next burst (DpdkOptions::test_clock).
     void set_test_clock(uint64_t now_ns);
-    uint64_t now_ns() const;
+    // The workers' clock: CLOCK_MONOTONIC scaled from the TSC, or the test clock.
+    uint64_t now_ns() const override;
 
   private:
     friend class Worker;

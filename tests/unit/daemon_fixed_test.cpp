@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +30,8 @@ namespace {
 using json = nlohmann::json;
 
 constexpr uint32_t kWorkers = 4;
+constexpr uint64_t kSecondNs = 1'000'000'000;
+constexpr uint64_t kFakeClockStartNs = 5 * kSecondNs;
 
 // In memory: counters and events the test sets, policies apply() was given.
 // The daemon's loop thread calls it while the test thread sets it, hence the lock.
@@ -61,6 +64,10 @@ class FakePoint : public EnforcementPoint {
         for (const sluice_drop_event& event : events) on_event(event);
         return events.size();
     }
+    // A clock of the test's own, as a DPDK port's test clock would be: far
+    // from CLOCK_MONOTONIC, so a daemon that mixed the two would show it.
+    uint64_t now_ns() const override { return now_ns_.load(std::memory_order_relaxed); }
+    void set_now_ns(uint64_t now_ns) { now_ns_.store(now_ns, std::memory_order_relaxed); }
     Result<SourceTableUsage> source_table() override {
         return SourceTableUsage{.capacity = 1024, .in_debt = 3, .known = 5};
     }
@@ -89,6 +96,7 @@ class FakePoint : public EnforcementPoint {
     std::vector<sluice_counter> counters_ = std::vector<sluice_counter>(SLUICE_COUNTER_SLOTS);
     std::array<uint64_t, SLUICE_STAT_COUNT> stats_{};
     std::vector<sluice_drop_event> events_;
+    std::atomic<uint64_t> now_ns_{kFakeClockStartNs};
 };
 
 std::vector<uint64_t> versions_of(const std::vector<CompiledPolicy>& policies) {
@@ -320,6 +328,117 @@ TEST_F(DaemonFixedTest, ShadowFiguresStandBesideEnforcedOnesInStatsAndTop) {
         if (c["name"] == "web") {
             EXPECT_EQ(c["shadow"], false);
         }
+}
+
+// kTwoClasses with a penalty box on "web".
+constexpr std::string_view kWebWithPenalty = R"toml(
+[[class]]
+name = "default"
+per_source = { rate = 1_000, burst = 2_000 }
+
+[[class]]
+name = "web"
+match = ["198.51.100.0/24"]
+per_source = { rate = 500, burst = 1_000 }
+penalty = { over = 10, within = "1s", for = "60s" }
+)toml";
+
+TEST_F(DaemonFixedTest, APenaltyMarksItsSourceInTopUntilItEnds) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_EQ(ctl({"policy", "push", write_policy(kWebWithPenalty, "p.toml")}).status, 0);
+    const uint32_t web = ctl_json({"policy", "show"})["classes"]["web"].get<uint32_t>();
+    // The penalty started 1 s before the port's clock reads now, as an event
+    // drained a moment late would have.
+    sluice_drop_event started{};
+    started.time_ns = kFakeClockStartNs - kSecondNs;
+    started.source.class_id = web;
+    started.source.family = SLUICE_FAMILY_IPV4;
+    started.source.addr[0] = 198, started.source.addr[1] = 51, started.source.addr[2] = 100, started.source.addr[3] = 7;
+    started.reason = SLUICE_REASON_PENALTY;
+    started.verdict = SLUICE_VERDICT_DROP;
+    started.flags = SLUICE_EVENT_PENALTY_STARTED;
+    started.weight = 0;
+    point_->queue_event(started);
+    const json sources = top_after_event(web, SLUICE_VERDICT_DROP);
+    ASSERT_EQ(sources.size(), 1u) << sources.dump();
+    const json& restriction = sources[0]["restriction"];
+    ASSERT_TRUE(restriction.is_object()) << sources.dump();
+    EXPECT_EQ(restriction["kind"], "penalty");
+    EXPECT_NEAR(restriction["remaining_s"].get<double>(), 59.0, 1e-6);  // 60 s from the event, on the port's clock
+    const auto unix_now =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    EXPECT_GE(restriction["until_unix_s"].get<int64_t>(), unix_now + 58);
+    EXPECT_LE(restriction["until_unix_s"].get<int64_t>(), unix_now + 60);
+    EXPECT_EQ(ctl_json({"top"})["penalties_active"], 1);
+    const CtlRun human = ctl({"top"});
+    EXPECT_EQ(human.status, 0) << human.err;
+    EXPECT_NE(human.out.find("\n1 source in the penalty box\n"), std::string::npos) << human.out;
+    EXPECT_NE(human.out.find("  penalty 59s left\n"), std::string::npos) << human.out;
+
+    // Once `for` has passed on the port's clock, the source is out of the box.
+    point_->set_now_ns(kFakeClockStartNs + 59 * kSecondNs);
+    const json after = ctl_json({"top"});
+    EXPECT_EQ(after["penalties_active"], 0) << after.dump();
+    ASSERT_EQ(after["sources"].size(), 1u) << after.dump();
+    EXPECT_TRUE(after["sources"][0]["restriction"].is_null()) << after.dump();
+}
+
+TEST_F(DaemonFixedTest, APenaltyEventDisplacesNoRankedSource) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_EQ(ctl({"policy", "push", write_policy(kWebWithPenalty, "p.toml")}).status, 0);
+    const uint32_t web = ctl_json({"policy", "show"})["classes"]["web"].get<uint32_t>();
+    auto event_from = [&](uint8_t host) {
+        sluice_drop_event event{};
+        event.time_ns = kFakeClockStartNs;
+        event.source.class_id = web;
+        event.source.family = SLUICE_FAMILY_IPV4;
+        event.source.addr[0] = 198, event.source.addr[1] = 51, event.source.addr[2] = 100, event.source.addr[3] = host;
+        event.verdict = SLUICE_VERDICT_DROP;
+        return event;
+    };
+    // As many dropped sources as the hot-source tracker has counters...
+    for (size_t host = 1; host <= HotSources::kDefaultCapacity; host++) {
+        sluice_drop_event sampled = event_from(static_cast<uint8_t>(host));
+        sampled.reason = SLUICE_REASON_SOURCE;
+        sampled.weight = 64;
+        point_->queue_event(sampled);
+    }
+    // ...then the penalty of one more: it weighs nothing, so it takes no counter.
+    sluice_drop_event started = event_from(200);
+    started.reason = SLUICE_REASON_PENALTY;
+    started.flags = SLUICE_EVENT_PENALTY_STARTED;
+    point_->queue_event(started);
+    json top;
+    for (int attempt = 0; attempt < 20; attempt++) {
+        top = ctl_json({"top", "-n", "1000"});
+        if (top["penalties_active"] == 1) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(top["penalties_active"], 1) << top.dump();
+    EXPECT_EQ(top["sources"].size(), HotSources::kDefaultCapacity);
+    for (const json& source : top["sources"]) {
+        EXPECT_NE(source["source"], "198.51.100.200");
+        EXPECT_EQ(source["error_per_second"], 0.0) << source.dump();
+    }
+}
+
+TEST_F(DaemonFixedTest, APenaltyOfAClassWithoutOneIsNotShown) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_EQ(ctl({"policy", "push", write_policy(test::kTwoClasses, "p.toml")}).status, 0);
+    const uint32_t web = ctl_json({"policy", "show"})["classes"]["web"].get<uint32_t>();
+    sluice_drop_event started{};
+    started.time_ns = kFakeClockStartNs;
+    started.source.class_id = web;
+    started.source.family = SLUICE_FAMILY_IPV4;
+    started.source.addr[0] = 198, started.source.addr[1] = 51, started.source.addr[2] = 100, started.source.addr[3] = 7;
+    started.reason = SLUICE_REASON_PENALTY;
+    started.flags = SLUICE_EVENT_PENALTY_STARTED;
+    point_->queue_event(started);
+    // Drained with the sampled drop that follows it, in order.
+    const json sources = top_after_event(web, SLUICE_VERDICT_DROP);
+    ASSERT_EQ(sources.size(), 1u) << sources.dump();
+    EXPECT_TRUE(sources[0]["restriction"].is_null()) << sources.dump();
+    EXPECT_EQ(ctl_json({"top"})["penalties_active"], 0);
 }
 
 TEST_F(DaemonFixedTest, AttachAndDetachAreRefusedBecauseThePortsAreFixed) {

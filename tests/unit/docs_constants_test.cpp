@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The documentation states limits and defaults that the code defines once
-// (sluice/abi.h); these tests keep the two from drifting apart.
+// (sluice/abi.h, and the daemon's own bounds); these tests keep the two from
+// drifting apart.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -10,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "penalties.h"
 #include "sluice/abi.h"
 
 namespace sluice::test {
@@ -83,6 +85,12 @@ TEST(DocsConstants, TheArchitectureStatesTheBoundsOfAbiH) {
                     " s of delay"),
          })
         EXPECT_NE(architecture.find(stated), std::string::npos) << "ARCHITECTURE.md should say: " << stated;
+}
+
+TEST(DocsConstants, TheArchitectureStatesTheBoundOfThePenaltiesInForce) {
+    const std::string architecture = read_doc(kExamples.parent_path() / "ARCHITECTURE.md");
+    const std::string stated = joined("≤ ", with_commas(PenaltiesInForce::kDefaultCapacity), " per interface");
+    EXPECT_NE(architecture.find(stated), std::string::npos) << "ARCHITECTURE.md should say: " << stated;
 }
 
 TEST(DocsConstants, ThePolicySchemaStatesThePrefixLimit) {

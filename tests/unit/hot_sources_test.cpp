@@ -3,6 +3,7 @@
 // hitters found among many small sources, and fading of old attackers.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "hot_sources.h"
@@ -132,6 +133,34 @@ TEST(HotSources, AWouldDropCountsApartFromADrop) {
     EXPECT_EQ(top[0].verdict, SLUICE_VERDICT_DROP);
     EXPECT_EQ(top[1].verdict, SLUICE_VERDICT_WOULD_DROP);
     EXPECT_NEAR(top[1].decayed_drops, 10, 1e-9);
+}
+
+TEST(HotSources, AWeightOfZeroTakesNoCounterAndDisplacesNoSource) {
+    // A penalty-started event weighs 0: it must not take the smallest
+    // counter from a source that drops, nor hide it as "displaced".
+    HotSources hot(2, 10.0);
+    hot.add(ipv4(1), 100, 0);
+    hot.add(ipv4(2), 50, 0);
+    hot.add(ipv4(3), 0, 1, SLUICE_VERDICT_DROP);
+    hot.add(ipv4(2), 0, 1, SLUICE_VERDICT_DROP);
+    EXPECT_EQ(hot.tracked(), 2u);
+    const auto top = hot.top(5, 1);
+    ASSERT_EQ(top.size(), 2u);
+    EXPECT_EQ(top[0].key.addr[3], 1);
+    EXPECT_EQ(top[1].key.addr[3], 2);
+    EXPECT_NEAR(top[1].decayed_drops, 50 * std::exp(-0.1), 1e-9);
+    EXPECT_EQ(top[1].error_per_second, 0);
+    EXPECT_NEAR(hot.decayed_drops_total(1), 150 * std::exp(-0.1), 1e-9);
+}
+
+TEST(HotSources, AWeightOfZeroFirstDoesNotStartTheWindow) {
+    // The rate of a flood that starts at 100 s is over the time since 100 s,
+    // not since a weightless event at 0.
+    HotSources hot(8, 10.0);
+    hot.add(ipv4(3), 0, 0);
+    feed(hot, 1, 100, 1, 100, 101);
+    EXPECT_NEAR(hot.total_drops_per_second(101), 100, 10);
+    EXPECT_TRUE(hot.top(5, 101).size() == 1 && hot.top(5, 101)[0].key.addr[3] == 1);
 }
 
 TEST(HotSources, LongRunsRescaleWithoutLosingPrecision) {

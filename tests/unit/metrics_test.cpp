@@ -5,6 +5,13 @@
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "metrics.h"
 
@@ -133,6 +140,53 @@ TEST(Metrics, ShadowFiguresStandBesideEnforcedOnes) {
     EXPECT_EQ(value(families, "sluice_hot_source_drop_rate", {{"class", "default"}, {"verdict", "drop"}}), 1234.5);
 }
 
+TEST(Metrics, PenaltiesInForceImposedAndUntracked) {
+    DaemonSnapshot snapshot = snapshot_with_traffic();
+    snapshot.penalty_classes = {2};
+    InterfaceSnapshot& sl0 = snapshot.interfaces[0];
+    sl0.penalties_active = {{2, 3}, {9, 1}};  // class 9: removed while one of its penalties runs
+    sl0.penalties_untracked = 4;
+    sl0.stats[SLUICE_STAT_PENALTIES] = 11;
+    sl0.counters[sluice_counter_index(2, SLUICE_VERDICT_DROP, SLUICE_REASON_PENALTY)] = {250, 16000};
+    const auto families = build_metric_families(snapshot);
+    EXPECT_EQ(value(families, "sluice_penalties_active", {{"interface", "sl0"}, {"class", "web"}}), 3);
+    EXPECT_EQ(value(families, "sluice_penalties_active", {{"interface", "sl0"}, {"class", "class_9"}}), 1);
+    // A class without a penalty box has no series.
+    EXPECT_FALSE(value(families, "sluice_penalties_active", {{"class", "default"}}));
+    EXPECT_EQ(value(families, "sluice_penalties_total", {{"interface", "sl0"}}), 11);
+    EXPECT_EQ(value(families, "sluice_penalties_untracked_total", {{"interface", "sl0"}}), 4);
+    // Drops by reason penalty are the per-reason counters' own.
+    EXPECT_EQ(value(families, "sluice_packets_total",
+                    {{"interface", "sl0"}, {"class", "web"}, {"verdict", "drop"}, {"reason", "penalty"}}),
+              250);
+    EXPECT_EQ(value(families, "sluice_bytes_total", {{"class", "web"}, {"verdict", "drop"}, {"reason", "penalty"}}),
+              16000);
+    EXPECT_FALSE(value(families, "sluice_packets_total", {{"class", "default"}, {"reason", "penalty"}}));
+}
+
+TEST(Metrics, AClassWithAPenaltyStartsItsSeriesAtZero) {
+    DaemonSnapshot snapshot = snapshot_with_traffic();
+    snapshot.penalty_classes = {2};
+    snapshot.shadow_classes = {2};
+    const auto families = build_metric_families(snapshot);
+    EXPECT_EQ(value(families, "sluice_penalties_active", {{"interface", "sl0"}, {"class", "web"}}), 0);
+    EXPECT_EQ(value(families, "sluice_penalties_total", {{"interface", "sl0"}}), 0);
+    EXPECT_EQ(value(families, "sluice_penalties_untracked_total", {{"interface", "sl0"}}), 0);
+    EXPECT_EQ(value(families, "sluice_packets_total", {{"class", "web"}, {"verdict", "drop"}, {"reason", "penalty"}}),
+              0);
+    // In shadow, the penalty box passes what it would drop.
+    EXPECT_EQ(
+        value(families, "sluice_packets_total", {{"class", "web"}, {"verdict", "would_drop"}, {"reason", "penalty"}}),
+        0);
+    EXPECT_FALSE(
+        value(families, "sluice_packets_total", {{"class", "web"}, {"verdict", "pass"}, {"reason", "penalty"}}));
+    const std::string text = prometheus::TextSerializer().Serialize(families);
+    EXPECT_NE(text.find("# HELP sluice_penalties_active Sources in the penalty box now"), std::string::npos) << text;
+    EXPECT_NE(text.find("# TYPE sluice_penalties_active gauge"), std::string::npos);
+    EXPECT_NE(text.find("# TYPE sluice_penalties_total counter"), std::string::npos);
+    EXPECT_NE(text.find("sluice_penalties_active{class=\"web\",interface=\"sl0\"} 0"), std::string::npos) << text;
+}
+
 TEST(Metrics, CostStateAndPolicy) {
     const auto families = build_metric_families(snapshot_with_traffic());
     EXPECT_EQ(value(families, "sluice_bpf_run_time_seconds_total", {{"interface", "sl0"}}), 2.0);
@@ -178,6 +232,52 @@ TEST(Metrics, TextExpositionHasTypeLines) {
     const std::string text = prometheus::TextSerializer().Serialize(build_metric_families(snapshot_with_traffic()));
     EXPECT_NE(text.find("# TYPE sluice_packets_total counter"), std::string::npos);
     EXPECT_NE(text.find("# TYPE sluice_sources gauge"), std::string::npos);
+}
+
+// Every sluice_* name a panel of packaging/grafana-dashboard.json queries is
+// one sluiced exports (a histogram's by its _bucket, _sum or _count series).
+TEST(Metrics, TheGrafanaDashboardQueriesExportedMetrics) {
+    std::ifstream file(std::filesystem::path(SLUICE_PACKAGING_DIR) / "grafana-dashboard.json");
+    ASSERT_TRUE(file);
+    const nlohmann::json dashboard = nlohmann::json::parse(file, nullptr, false);
+    ASSERT_FALSE(dashboard.is_discarded()) << "grafana-dashboard.json is not valid JSON";
+    std::vector<std::string> queries;
+    const std::function<void(const nlohmann::json&)> collect = [&](const nlohmann::json& node) {
+        if (node.is_object()) {
+            for (const auto& [key, child] : node.items()) {
+                const bool query = key == "expr" || key == "query" || key == "definition";  // panels, variables
+                if (query && child.is_string()) queries.push_back(child.get<std::string>());
+                collect(child);
+            }
+        } else if (node.is_array()) {
+            for (const nlohmann::json& child : node) collect(child);
+        }
+    };
+    collect(dashboard);
+    ASSERT_FALSE(queries.empty());
+
+    DaemonSnapshot snapshot = snapshot_with_traffic();
+    snapshot.request = RequestGateStats{};  // the request families exist only with [request]
+    std::set<std::string> exported;
+    for (const MetricFamily& family : build_metric_families(snapshot)) {
+        exported.insert(family.name);
+        if (family.type == prometheus::MetricType::Histogram)
+            for (const char* suffix : {"_bucket", "_sum", "_count"}) exported.insert(family.name + suffix);
+    }
+    const std::regex metric_name("sluice_[a-z0-9_]+");
+    std::set<std::string> queried;
+    for (const std::string& query : queries)
+        for (auto it = std::sregex_iterator(query.begin(), query.end(), metric_name); it != std::sregex_iterator();
+             ++it)
+            queried.insert(it->str());
+    for (const std::string& name : queried)
+        EXPECT_TRUE(exported.count(name)) << name << " is not a metric sluiced exports";
+    // The penalty box has its panel: in force now, and the drops it causes.
+    EXPECT_TRUE(queried.count("sluice_penalties_active"));
+    EXPECT_TRUE(std::any_of(queries.begin(), queries.end(), [](const std::string& query) {
+        return query.find("sluice_packets_total") != std::string::npos &&
+               query.find("reason=\"penalty\"") != std::string::npos;
+    }));
 }
 
 TEST(Metrics, SourceAddresses) {

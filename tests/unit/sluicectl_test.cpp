@@ -304,6 +304,51 @@ TEST(SluicectlOutput, TopTellsShadowFromEnforcement) {
     EXPECT_EQ(format_top(shadow), format_top(top_result()));
 }
 
+TEST(SluicectlOutput, TopMarksSourcesInThePenaltyBox) {
+    json boxed = top_result();
+    boxed["penalties_active"] = 3;
+    boxed["sources"][0]["restriction"] = {{"kind", "penalty"}, {"remaining_s", 41.2}, {"until_unix_s", 1796000042}};
+    boxed["sources"][1]["restriction"] = nullptr;
+    EXPECT_EQ(format_top(boxed),
+              "drops 12.3k/s in total; rates decay over ~10 s; from sampled drop events\n"
+              "3 sources in the penalty box\n"
+              "RANK  SOURCE        CLASS   INTERFACE  DROP/s  SHARE  RESTRICTION\n"
+              "   1  10.2.0.1      greedy  sl0          9.8k  79.4%  penalty 42s left\n"
+              "   2  2001:db8:1::  web     sl1           120   1.0%  -\n"
+              "penalty: in its class's penalty box, every packet dropped until the time left has passed\n");
+    // The last part of a second still reads as time left; minutes as minutes.
+    boxed["sources"][0]["restriction"]["remaining_s"] = 0.3;
+    boxed["sources"][1]["restriction"] = {{"kind", "penalty"}, {"remaining_s", 303.0}};
+    boxed["penalties_active"] = 1;
+    const std::string text = format_top(boxed);
+    EXPECT_NE(text.find("\n1 source in the penalty box\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("  penalty 1s left\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("  penalty 5m 3s left\n"), std::string::npos) << text;
+}
+
+TEST(SluicectlOutput, TopWithoutRestrictionsIsAsBefore) {
+    json free = top_result();
+    free["penalties_active"] = 0;
+    free["sources"][0]["restriction"] = nullptr;
+    free["sources"][1]["restriction"] = nullptr;
+    EXPECT_EQ(format_top(free), format_top(top_result()));
+    // Penalties in force whose sources rank below the top N: the count alone.
+    free["penalties_active"] = 2;
+    EXPECT_EQ(format_top(free).find("2 sources in the penalty box\n"), format_top(top_result()).find("RANK"));
+    EXPECT_EQ(format_top(free).find("RESTRICTION"), std::string::npos);
+}
+
+TEST(SluicectlOutput, TopShowsAKindOfRestrictionItDoesNotKnow) {
+    // A newer daemon's kind (without an end, say) still shows, by its name,
+    // with no line of meaning under the table.
+    json held = top_result();
+    held["sources"][1]["restriction"] = {{"kind", "quarantine"}};
+    const std::string text = format_top(held);
+    EXPECT_NE(text.find("  RESTRICTION\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("   1.0%  quarantine\n"), std::string::npos) << text;
+    EXPECT_EQ(text.substr(text.size() - std::string("quarantine\n").size()), "quarantine\n") << text;
+}
+
 // ---- end to end against a control socket -----------------------------------
 
 TEST(SluicectlExit, CodesFollowTheSpec) {
