@@ -26,6 +26,11 @@
  *   SLUICE_EVENT_NOW(ctx)            the event's time stamp (only sampled
  *                                    drops ask for it)
  *
+ * Optionally, SLUICE_PENALTY_EVENT_BY_STEP says the backend's penalty step
+ * (decide.h, SLUICE_PENALTY_STEP) sends the penalty's event and counts the
+ * `penalties` stat itself, so that this file does neither (the BPF program,
+ * whose verifier would otherwise walk that path once per decision).
+ *
  * Every hook is evaluated where it is needed and nowhere else: a packet that
  * passes costs one counter, as it did when each backend wrote this itself.
  */

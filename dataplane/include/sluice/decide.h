@@ -360,7 +360,8 @@ SLUICE_INLINE int sluice_source_check_gcra(const struct sluice_source_ref *src, 
 	look->debt = sluice_source_debt_now(src->limit, look->seen, look->debt);
 	if (look->debt + cost > src->limit->current.tolerance_ns) {
 		*d = sluice_drop(SLUICE_LEVEL_SOURCE);
-		/* In arithmetic: a branch here doubled the verifier's paths. */
+		/* In arithmetic rather than a branch: this is on the inline path
+		 * of a known source, every branch of which the verifier walks. */
 		d->reason += (__u8)(sluice_source_penalised(src->limit, look->debt) *
 				    (SLUICE_REASON_PENALTY - SLUICE_REASON_SOURCE));
 		return 0;
