@@ -94,11 +94,17 @@ TEST_F(BenchSmoke, DecideReportsNsPerDecisionAndRatios) {
     const auto results = smoke("decide");
     ASSERT_TRUE(results.is_array());
     std::map<std::string, int> rows;  // by algorithm, and level if not gcra
-    int prefix_rows = 0;
+    int prefix_rows = 0, refusal_rows = 0;
     for (const auto& row : results) {
         if (row.value("table", "") == "prefixes") {
             prefix_rows++;
             for (const char* key : {"few_prefixes_ns_per_decision", "many_prefixes_ns_per_decision", "many_to_few"})
+                EXPECT_TRUE(is_figure(row.value(key, nlohmann::json{}))) << key << " in " << row.dump();
+            continue;
+        }
+        if (row.value("table", "") == "refusals") {
+            refusal_rows++;
+            for (const char* key : {"refused_ns_per_decision", "penalised_ns_per_decision", "penalised_to_refused"})
                 EXPECT_TRUE(is_figure(row.value(key, nlohmann::json{}))) << key << " in " << row.dump();
             continue;
         }
@@ -116,7 +122,8 @@ TEST_F(BenchSmoke, DecideReportsNsPerDecisionAndRatios) {
     for (const char* algorithm : {"aggregate fixed_window", "aggregate sliding_window", "aggregate sliding_log",
                                   "per_source fixed_window", "per_source sliding_window"})
         EXPECT_EQ(rows[algorithm], rows["gcra"]) << algorithm;
-    EXPECT_EQ(prefix_rows, 2);  // hot IPv4, hot IPv6
+    EXPECT_EQ(prefix_rows, 2);   // hot IPv4, hot IPv6
+    EXPECT_EQ(refusal_rows, 2);  // the same
 }
 
 TEST_F(BenchSmoke, MemoryReportsBytesPerSourceForBothFamilies) {
