@@ -330,22 +330,9 @@ TEST_F(DaemonFixedTest, ShadowFiguresStandBesideEnforcedOnesInStatsAndTop) {
         }
 }
 
-// kTwoClasses with a penalty box on "web".
-constexpr std::string_view kWebWithPenalty = R"toml(
-[[class]]
-name = "default"
-per_source = { rate = 1_000, burst = 2_000 }
-
-[[class]]
-name = "web"
-match = ["198.51.100.0/24"]
-per_source = { rate = 500, burst = 1_000 }
-penalty = { over = 10, within = "1s", for = "60s" }
-)toml";
-
 TEST_F(DaemonFixedTest, APenaltyMarksItsSourceInTopUntilItEnds) {
     ASSERT_NO_FATAL_FAILURE(start());
-    ASSERT_EQ(ctl({"policy", "push", write_policy(kWebWithPenalty, "p.toml")}).status, 0);
+    ASSERT_EQ(ctl({"policy", "push", write_policy(test::kWebWithPenalty, "p.toml")}).status, 0);
     const uint32_t web = ctl_json({"policy", "show"})["classes"]["web"].get<uint32_t>();
     // The penalty started 1 s before the port's clock reads now, as an event
     // drained a moment late would have.
@@ -385,7 +372,7 @@ TEST_F(DaemonFixedTest, APenaltyMarksItsSourceInTopUntilItEnds) {
 
 TEST_F(DaemonFixedTest, APenaltyEventDisplacesNoRankedSource) {
     ASSERT_NO_FATAL_FAILURE(start());
-    ASSERT_EQ(ctl({"policy", "push", write_policy(kWebWithPenalty, "p.toml")}).status, 0);
+    ASSERT_EQ(ctl({"policy", "push", write_policy(test::kWebWithPenalty, "p.toml")}).status, 0);
     const uint32_t web = ctl_json({"policy", "show"})["classes"]["web"].get<uint32_t>();
     auto event_from = [&](uint8_t host) {
         sluice_drop_event event{};

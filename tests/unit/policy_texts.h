@@ -46,6 +46,19 @@ per_source = { rate = 500, burst = 1_000 }
 shadow = true
 )toml";
 
+// kTwoClasses with a penalty box on "web".
+inline constexpr std::string_view kWebWithPenalty = R"toml(
+[[class]]
+name = "default"
+per_source = { rate = 1_000, burst = 2_000 }
+
+[[class]]
+name = "web"
+match = ["198.51.100.0/24"]
+per_source = { rate = 500, burst = 1_000 }
+penalty = { over = 10, within = "1s", for = "60s" }
+)toml";
+
 // kTwoClasses plus a shaped class (the shape only sluice-dpdk acts on).
 inline constexpr std::string_view kShaped = R"toml(
 [[class]]
