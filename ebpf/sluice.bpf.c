@@ -239,7 +239,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct sluice_active);
 } sluice_active SEC(".maps");
 
 struct {
@@ -271,6 +271,31 @@ struct {
 	__type(key, struct sluice_lpm_v6_key);
 	__type(value, __u32);
 } sluice_lpm_v6 SEC(".maps");
+
+/* Timed bans (abi.h, "bans"): one trie per family, read only while
+ * sluice_active says the family has any, and each ban's drop counter. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, SLUICE_MAX_BANS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sluice_ban_v4_key);
+	__type(value, struct sluice_ban);
+} sluice_bans_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, SLUICE_MAX_BANS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sluice_ban_v6_key);
+	__type(value, struct sluice_ban);
+} sluice_bans_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SLUICE_MAX_BANS);
+	__type(key, __u32);
+	__type(value, struct sluice_counter);
+} sluice_ban_counters SEC(".maps");
 
 /* The source table. An ARRAY, so finding a set is inlined pointer
  * arithmetic; mmapable, so its values start on a page boundary (every set
@@ -429,6 +454,27 @@ static __always_inline __u32 classify(__u32 slot, const struct sluice_packet *pk
 	return class_id ? *class_id : default_class;
 }
 
+/* The ban that covers the packet's source, if its family has any. */
+static __always_inline const struct sluice_ban *find_ban(const struct sluice_packet *pkt,
+							  const struct sluice_active *active)
+{
+	if (pkt->family == SLUICE_FAMILY_IPV4) {
+		struct sluice_ban_v4_key key = {.prefixlen = 32};
+
+		if (!active->bans_v4)
+			return NULL;
+		__builtin_memcpy(key.addr, pkt->src, 4);
+		return bpf_map_lookup_elem(&sluice_bans_v4, &key);
+	} else {
+		struct sluice_ban_v6_key key = {.prefixlen = 128};
+
+		if (!active->bans_v6)
+			return NULL;
+		__builtin_memcpy(key.addr, pkt->src, 16);
+		return bpf_map_lookup_elem(&sluice_bans_v6, &key);
+	}
+}
+
 static __always_inline struct sluice_drop_sampler *drop_sampler(void)
 {
 	__u32 zero = 0;
@@ -458,6 +504,7 @@ static __always_inline __u32 drop_sample_period(void)
 	((void)(ctx), (struct sluice_drop_event *)bpf_ringbuf_reserve(&sluice_events, sizeof(struct sluice_drop_event), 0))
 #define SLUICE_EVENT_SUBMIT(ctx, event) ((void)(ctx), bpf_ringbuf_submit((event), 0), 1)
 #define SLUICE_EVENT_NOW(ctx) ((void)(ctx), sluice_now()) /* only sampled drops pay for this read */
+#define SLUICE_BAN_COUNTER(ctx, slot) ((void)(ctx), bpf_map_lookup_elem(&sluice_ban_counters, (slot)))
 /* The packet and its source key, in per-CPU scratch: on the stack they
  * would leave the source calls too little of the 512 bytes all frames share. */
 struct sluice_packet_scratch {
@@ -729,13 +776,14 @@ int sluice_xdp(struct xdp_md *ctx)
 	struct sluice_levels levels;
 	const struct sluice_policy_header *policy;
 	const struct sluice_class_entry *cls;
+	const struct sluice_active *active;
+	const struct sluice_ban *ban;
 	struct sluice_packet_scratch *scratch;
 	struct sluice_source_key *key;
 	struct sluice_decision d;
 	struct sluice_packet *pkt;
 	__u32 zero = 0, slot, class_id, class_index;
 	__u64 now;
-	__u32 *active;
 
 	bench_spread_source(ctx);
 	/* The one read of the active slot: everything below uses `slot`. */
@@ -745,7 +793,7 @@ int sluice_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	pkt = &scratch->pkt;
 	key = &scratch->key;
-	slot = *active & (SLUICE_POLICY_SLOTS - 1);
+	slot = active->slot & (SLUICE_POLICY_SLOTS - 1);
 	policy = bpf_map_lookup_elem(&sluice_policy, &slot);
 	if (!policy || policy->version == 0) {
 		stat_add(SLUICE_STAT_NO_POLICY, 1);
@@ -756,6 +804,13 @@ int sluice_xdp(struct xdp_md *ctx)
 	if (sluice_parse(data, data_end, pkt) != SLUICE_PARSE_OK)
 		return account(SLUICE_CLASS_UNCLASSIFIED, sluice_decide_unparsed(policy, pkt->status), pkt->frame_len,
 			       NULL);
+
+	/* Before classification: a ban beats every class, `pass` too. */
+	ban = find_ban(pkt, active);
+	if (sluice_ban_applies(ban, now)) {
+		sluice_account_ban(NULL, ban, pkt, key);
+		return XDP_DROP;
+	}
 
 	class_id = sluice_class_slot(classify(slot, pkt, policy));
 	class_index = slot * SLUICE_MAX_CLASSES + class_id;

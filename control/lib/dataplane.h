@@ -71,6 +71,19 @@ inline SourceTableUsage survey_source_table(sluice_source_set* sets, uint32_t se
     return usage;
 }
 
+// A ban as a dataplane enforces it (sluice/abi.h, "bans"): its prefix, when
+// it ends on the dataplane's clock (EnforcementPoint::now_ns), and the slot of
+// its drop counter. The daemon's BanStore (bans.h) decides what is banned.
+struct DataplaneBan {
+    PolicyPrefix prefix;  // class_id unused
+    uint64_t until_ns = 0;
+    uint32_t slot = 0;  // below SLUICE_MAX_BANS, one ban per slot
+};
+
+// What every dataplane refuses in a set of bans, before it changes anything:
+// a slot out of range or used twice, a prefix twice, host bits set.
+Status check_bans(const std::vector<DataplaneBan>& bans);
+
 // Failed syscalls of a kernel dataplane (XDP), counted by what they were for.
 enum class SyscallOp : uint8_t { load, map_lookup, map_update, map_delete, link, pin, ring_buffer, count };
 using SyscallErrorCounts = std::array<uint64_t, static_cast<size_t>(SyscallOp::count)>;
@@ -104,6 +117,12 @@ class EnforcementPoint : public Dataplane {
     // Class aggregates and per-source levels whose counts an apply started
     // from fresh state (carry_previous_limits), since this dataplane was opened.
     virtual uint64_t window_restarts() const = 0;
+    // Makes `bans` the bans in force in place of the last set (check_bans;
+    // on error nothing changes). The next packet sees them.
+    virtual Status set_bans(const std::vector<DataplaneBan>& bans) = 0;
+    // Packets and bytes each ban slot dropped since the dataplane's counters
+    // were created, summed over CPUs (workers): SLUICE_MAX_BANS of them.
+    virtual Result<std::vector<sluice_counter>> ban_counters() = 0;
     // The credit of fleet quotas, one cell per class id (SLUICE_MAX_CLASSES),
     // shared with the packet path, which spends it (sluice/fleet.h); the
     // fleet leaser grants into it. Valid for this dataplane's lifetime.

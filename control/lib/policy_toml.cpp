@@ -171,11 +171,11 @@ Status PolicyReader::read_match(const Fields& cls, const std::string& class_name
             prefix_owners_.emplace(PrefixKey{p.family, p.length, p.addr}, PrefixOwner{class_name, item.source()});
         if (!first && owner->second.class_name == class_name)
             return cls.at(item, key,
-                          quoted(cidr->get()) + " is listed twice in class " + quoted(class_name) + " (also at " +
+                          in_quotes(cidr->get()) + " is listed twice in class " + in_quotes(class_name) + " (also at " +
                               position(path_, owner->second.where) + ")");
         if (!first)
             return cls.at(item, key,
-                          quoted(cidr->get()) + " conflicts with class " + quoted(owner->second.class_name) + " (" +
+                          in_quotes(cidr->get()) + " conflicts with class " + in_quotes(owner->second.class_name) + " (" +
                               position(path_, owner->second.where) +
                               "), which matches the same prefix; a prefix belongs to one class only");
 
@@ -198,10 +198,10 @@ Status PolicyReader::read_match_files(const Fields& cls, std::vector<ListUse>& u
             return cls.at(item, key, "expected the path of a prefix-list file, got " + describe(item));
         const auto found = lists_.find(name->get());
         if (found == lists_.end())
-            return cls.at(item, key, quoted(name->get()) + " was not read (the pushing side reads each match_files list)");
+            return cls.at(item, key, in_quotes(name->get()) + " was not read (the pushing side reads each match_files list)");
         for (const ListUse& earlier : uses)
             if (earlier.name == name->get())
-                return cls.at(item, key, quoted(name->get()) + " is named twice in " + cls.name());
+                return cls.at(item, key, in_quotes(name->get()) + " is named twice in " + cls.name());
         uses.push_back({name->get(), &found->second, item.source(), key});
     }
     return ok_status();
@@ -290,7 +290,7 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
     // Errors name the class by its name as soon as it has one, so even an
     // unknown key says whose it is; before that, by its position in the file.
     const toml::node* name_node = table.get("name");
-    const std::string label = name_node && name_node->is_string() ? "class " + quoted(name_node->as_string()->get())
+    const std::string label = name_node && name_node->is_string() ? "class " + in_quotes(name_node->as_string()->get())
                                                                   : "class #" + std::to_string(number);
     const Fields cls(path_, table, label);
     if (auto refused = refuse_level_keys(cls); !refused) return refused.error();
@@ -302,11 +302,11 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
     out.name = *name.value();
     if (!valid_class_name(out.name))
         return cls.at(*name_node, "name",
-                      quoted(out.name) + " is not a valid class name: use 1-" + std::to_string(kMaxClassNameLength) +
+                      in_quotes(out.name) + " is not a valid class name: use 1-" + std::to_string(kMaxClassNameLength) +
                           " characters of a-z, 0-9, _ and -, starting with a letter");
     if (const auto [earlier_use, first] = class_names_.emplace(out.name, name_node->source()); !first)
         return cls.at(*name_node, "name",
-                      quoted(out.name) + " is already the name of the class at " +
+                      in_quotes(out.name) + " is already the name of the class at " +
                           position(path_, earlier_use->second) + "; class names must be unique");
 
     ClassSettings settings = defaults_;
@@ -339,12 +339,12 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
         const std::string_view action_name = entry.action == SLUICE_ACTION_PASS ? "pass" : "drop";
         // Checked before the limits so the refusal names shape, the key that needs "limit".
         if (shape.value())
-            return shape_error("needs action = \"limit\": action = " + quoted(action_name) +
+            return shape_error("needs action = \"limit\": action = " + in_quotes(action_name) +
                                " decides every packet at once, so none would wait in the queue");
         for (std::string_view key : {"per_source", "new_sources", "aggregate", "fleet", "penalty"})
             if (const toml::node* level = cls.find(key))
                 return cls.at(*level, key,
-                              "never applies: action = " + quoted(action_name) + " limits nothing; remove " +
+                              "never applies: action = " + in_quotes(action_name) + " limits nothing; remove " +
                                   std::string(key) + " or use action = \"limit\"");
     }
 
@@ -378,7 +378,7 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
             return cls.at(*cls.find("penalty"), "penalty",
                           "needs per_source algorithm = \"gcra\": a penalty is a GCRA entry put past its end, and "
                           "algorithm = " +
-                              quoted(algorithm_name(entry.per_source.window.algorithm)) + " keeps counts instead");
+                              in_quotes(algorithm_name(entry.per_source.window.algorithm)) + " keeps counts instead");
         auto compiled = read_penalty(Fields(path_, *penalty.value(), cls.field("penalty")), entry.per_source);
         if (!compiled) return compiled.error();
         entry.penalty = compiled.value();
@@ -419,7 +419,7 @@ Result<ParsedClass> PolicyReader::read_class(const toml::table& table, size_t nu
             return shape_error(
                 "needs aggregate algorithm = \"gcra\": the queue drains at the aggregate's "
                 "token-bucket rate, and algorithm = " +
-                quoted(algorithm_name(entry.aggregate_window.algorithm)) + " has none");
+                in_quotes(algorithm_name(entry.aggregate_window.algorithm)) + " has none");
         auto compiled = read_shape(Fields(path_, *shape.value(), cls.field("shape")));
         if (!compiled) return compiled.error();
         entry.shape = compiled.value();
@@ -459,10 +459,10 @@ Result<std::vector<uint32_t>> PolicyReader::assign_ids(const std::vector<ParsedC
         if (previous == previous_ids.end()) continue;
         const uint32_t id = previous->second;
         if (id == SLUICE_CLASS_UNCLASSIFIED || id > kMaxClassId)
-            return Error{std::string(path_) + ": class " + quoted(classes[i].name) + ": its previous id " +
+            return Error{std::string(path_) + ": class " + in_quotes(classes[i].name) + ": its previous id " +
                          std::to_string(id) + " is outside 1.." + std::to_string(kMaxClassId)};
         if (taken[id])
-            return Error{std::string(path_) + ": class " + quoted(classes[i].name) + ": its previous id " +
+            return Error{std::string(path_) + ": class " + in_quotes(classes[i].name) + ": its previous id " +
                          std::to_string(id) + " also belonged to another class of this file"};
         taken[id] = true;
         ids[i] = id;
@@ -525,7 +525,7 @@ Result<LoadedPolicy> PolicyReader::read(const toml::table& root, const std::map<
     if (default_class == classes.end()) {
         if (default_class_)
             return located(path_, default_class_where_, "defaults.class",
-                           "no [[class]] is named " + quoted(default_name));
+                           "no [[class]] is named " + in_quotes(default_name));
         return located(path_, root.source(), "defaults.class",
                        "not set, and no [[class]] is named \"default\"; sources no prefix matches need a class: "
                        "name one \"default\" or set defaults.class");
@@ -597,7 +597,6 @@ Result<PrefixListTexts> read_match_files(std::string_view text, std::string_view
     } catch (const toml::parse_error&) {
         return PrefixListTexts{};
     }
-    // Not std::filesystem: its std::quoted would shadow this folder's quoted() in a unity build.
     const size_t slash = policy_path.rfind('/');
     const std::string base = slash == std::string_view::npos ? "" : std::string(policy_path.substr(0, slash + 1));
     PrefixListTexts texts;
@@ -613,7 +612,7 @@ Result<PrefixListTexts> read_match_files(std::string_view text, std::string_view
             if (!content)
             {
                 const auto* class_name = (*cls)["name"].as_string();
-                const std::string label = class_name ? "class " + policy_toml_internal::quoted(class_name->get())
+                const std::string label = class_name ? "class " + policy_toml_internal::in_quotes(class_name->get())
                                                      : "class #" + std::to_string(c + 1);
                 return policy_toml_internal::located(policy_path, files->get(i)->source(),
                                                      label + ".match_files[" + std::to_string(i) + "]",

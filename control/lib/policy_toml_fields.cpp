@@ -55,12 +55,12 @@ std::string_view toml_key_of(std::string_view setting) { return setting == "leas
 
 }  // namespace
 
-std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
+std::string in_quotes(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
 std::string describe(const toml::node& node) {
     std::string text = type_name(node);
     if (const auto* string = node.as_string()) {
-        text += " (" + quoted(string->get()) + ")";  // TOML++ would print it single-quoted
+        text += " (" + in_quotes(string->get()) + ")";  // TOML++ would print it single-quoted
     } else if (node.is_value()) {
         std::ostringstream value;
         node.visit([&value](const auto& concrete) { value << concrete; });
@@ -141,12 +141,12 @@ Result<std::optional<uint64_t>> Fields::duration(std::string_view key, uint64_t 
     if (digits == 0 || unit == std::end(kUnits))
         return at(
             *node, key,
-            "expected " + std::string(kExample) + " (an integer followed by ms, s, m, h or d), got " + quoted(text));
+            "expected " + std::string(kExample) + " (an integer followed by ms, s, m, h or d), got " + in_quotes(text));
     // More than 12 digits is past a day in any unit; the cap keeps stoull in range.
     const uint64_t count = digits > 12 ? UINT64_MAX : std::stoull(std::string(text.substr(0, digits)));
     const uint64_t ns = count > max_ns / unit->ns ? UINT64_MAX : count * unit->ns;
     if (ns < min_ns || ns > max_ns)
-        return at(*node, key, quoted(text) + " is outside " + format_duration(min_ns) + ".." + format_duration(max_ns));
+        return at(*node, key, in_quotes(text) + " is outside " + format_duration(min_ns) + ".." + format_duration(max_ns));
     return std::optional<uint64_t>{ns};
 }
 

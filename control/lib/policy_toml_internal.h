@@ -43,7 +43,7 @@ inline constexpr Choice<Algorithm> kAlgorithms[] = {{"gcra", Algorithm::gcra},
 
 using Keys = std::span<const std::string_view>;
 
-std::string quoted(std::string_view text);
+std::string in_quotes(std::string_view text);
 // What was found where something else was expected: `a float (1.5)`.
 std::string describe(const toml::node& node);
 // "path:line:column"
@@ -93,7 +93,7 @@ class Fields {
             for (const Choice<T>& choice : choices)
                 if (value->get() == choice.name) return std::optional<T>{choice.value};
         std::string names;
-        for (const Choice<T>& choice : choices) names += (names.empty() ? "" : ", ") + quoted(choice.name);
+        for (const Choice<T>& choice : choices) names += (names.empty() ? "" : ", ") + in_quotes(choice.name);
         return at(*node, key, "expected one of " + names + ", got " + describe(*node));
     }
 

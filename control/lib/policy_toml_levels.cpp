@@ -84,14 +84,14 @@ Status refuse_other_algorithm_keys(const Fields& level, Algorithm chosen, std::s
         if (const toml::node* value = level.find(key))
             return level.at(*value, key,
                             "belongs to algorithm = \"gcra\" (the token bucket); algorithm = " +
-                                quoted(algorithm_name(static_cast<uint8_t>(chosen))) +
+                                in_quotes(algorithm_name(static_cast<uint8_t>(chosen))) +
                                 " counts limit units per window");
     return ok_status();
 }
 
 // limit, window and unit of a window algorithm; the first two are required.
 Result<WindowSettings> read_window(const Fields& level, const ClassSettings& inherited, Algorithm chosen) {
-    const std::string name = quoted(algorithm_name(static_cast<uint8_t>(chosen)));
+    const std::string name = in_quotes(algorithm_name(static_cast<uint8_t>(chosen)));
     auto limit = level.integer("limit", 1, kUnbounded);
     if (!limit) return limit.error();
     auto window = level.duration("window", SLUICE_WINDOW_MIN_NS, SLUICE_WINDOW_MAX_NS);

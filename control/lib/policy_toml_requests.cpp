@@ -96,7 +96,7 @@ Status RequestReader::read_headers(const Fields& domain, RequestDomain& out) con
         const std::string_view name = key.str();
         if (!valid_descriptor_key(name))
             return located(path_, key.source(), headers.field(name),
-                           quoted(name) + " is not a valid descriptor key: " + kKeyRule);
+                           in_quotes(name) + " is not a valid descriptor key: " + kKeyRule);
         if (name == kRemoteAddressKey)
             return located(path_, key.source(), headers.field(name),
                            "remote_address is the client's address, taken from the connection, never from a "
@@ -105,7 +105,7 @@ Status RequestReader::read_headers(const Fields& domain, RequestDomain& out) con
         if (!header) return headers.at(value, name, "expected a header name (a string), got " + describe(value));
         if (!valid_http_token(header->get()))
             return headers.at(value, name,
-                              quoted(header->get()) + " is not an HTTP header name (" + std::string(kTokenRule) + ")");
+                              in_quotes(header->get()) + " is not an HTTP header name (" + std::string(kTokenRule) + ")");
         out.headers.emplace_back(std::string(name), header->get());
     }
     return ok_status();
@@ -125,11 +125,11 @@ Status RequestReader::read_signed(const Fields& domain, RequestDomain& out) cons
                                             [&](const auto& header) { return header.first == name->get(); });
         if (!has_header)
             return domain.at(item, key,
-                             quoted(name->get()) +
+                             in_quotes(name->get()) +
                                  " is not a key of headers: a signed key's value, and its signature, come from "
                                  "its header");
         if (std::find(out.signed_keys.begin(), out.signed_keys.end(), name->get()) != out.signed_keys.end())
-            return domain.at(item, key, quoted(name->get()) + " is listed twice");
+            return domain.at(item, key, in_quotes(name->get()) + " is listed twice");
         out.signed_keys.push_back(name->get());
     }
     return ok_status();
@@ -138,7 +138,7 @@ Status RequestReader::read_signed(const Fields& domain, RequestDomain& out) cons
 Result<RequestDomain> RequestReader::read_domain(const toml::table& table, size_t number) {
     const toml::node* name_node = table.get("name");
     const std::string label = name_node && name_node->is_string()
-                                  ? "request_domain " + quoted(name_node->as_string()->get())
+                                  ? "request_domain " + in_quotes(name_node->as_string()->get())
                                   : "request_domain #" + std::to_string(number);
     const Fields domain(path_, table, label);
     if (auto keys = domain.only(kDomainKeys); !keys) return keys.error();
@@ -148,10 +148,10 @@ Result<RequestDomain> RequestReader::read_domain(const toml::table& table, size_
     RequestDomain out;
     out.name = *name.value();
     if (!valid_request_domain(out.name))
-        return domain.at(*name_node, "name", quoted(out.name) + " is not a valid domain name: " + kDomainRule);
+        return domain.at(*name_node, "name", in_quotes(out.name) + " is not a valid domain name: " + kDomainRule);
     if (const auto [earlier, first] = domain_names_.emplace(out.name, name_node->source()); !first)
         return domain.at(*name_node, "name",
-                         quoted(out.name) + " is already the name of the request_domain at " +
+                         in_quotes(out.name) + " is already the name of the request_domain at " +
                              position(path_, earlier->second) + "; a domain is described once");
 
     if (auto headers = read_headers(domain, out); !headers) return headers.error();
@@ -161,7 +161,7 @@ Result<RequestDomain> RequestReader::read_domain(const toml::table& table, size_
     if (anonymous.value()) {
         if (!valid_descriptor_value(*anonymous.value()))
             return domain.at(*domain.find("anonymous"), "anonymous",
-                             quoted(*anonymous.value()) + " is not a descriptor value: " + kValueRule);
+                             in_quotes(*anonymous.value()) + " is not a descriptor value: " + kValueRule);
         out.anonymous = *anonymous.value();
     }
     auto cost_header = domain.string("cost_header");
@@ -170,7 +170,7 @@ Result<RequestDomain> RequestReader::read_domain(const toml::table& table, size_
         if (!valid_http_token(*cost_header.value()))
             return domain.at(
                 *domain.find("cost_header"), "cost_header",
-                quoted(*cost_header.value()) + " is not an HTTP header name (" + std::string(kTokenRule) + ")");
+                in_quotes(*cost_header.value()) + " is not an HTTP header name (" + std::string(kTokenRule) + ")");
         out.cost_header = *cost_header.value();
     }
     return out;
@@ -193,11 +193,11 @@ Status RequestReader::read_descriptor(const Fields& cls, RequestClass& out) cons
         const auto* name = item.as_string();
         if (!name) return cls.at(item, key, "expected a descriptor key (a string), got " + describe(item));
         if (!valid_descriptor_key(name->get()))
-            return cls.at(item, key, quoted(name->get()) + " is not a valid descriptor key: " + kKeyRule);
+            return cls.at(item, key, in_quotes(name->get()) + " is not a valid descriptor key: " + kKeyRule);
         for (size_t j = 0; j < out.keys.size(); j++)
             if (out.keys[j].key == name->get())
                 return cls.at(item, key,
-                              quoted(name->get()) + " is listed twice (also descriptor[" + std::to_string(j) + "])");
+                              in_quotes(name->get()) + " is listed twice (also descriptor[" + std::to_string(j) + "])");
         out.keys.push_back(RequestKey{name->get(), std::nullopt});
     }
     return ok_status();
@@ -214,12 +214,12 @@ Status RequestReader::read_match(const Fields& cls, RequestClass& out) const {
             std::find_if(out.keys.begin(), out.keys.end(), [&](const RequestKey& k) { return k.key == name; });
         if (found == out.keys.end())
             return located(path_, key.source(), match.field(name),
-                           quoted(name) + " is not in descriptor " + key_list(out.keys) +
+                           in_quotes(name) + " is not in descriptor " + key_list(out.keys) +
                                ": a fixed value is for one of the class's keys");
         const auto* text = value.as_string();
         if (!text) return match.at(value, name, "expected a fixed value (a string), got " + describe(value));
         if (!valid_descriptor_value(text->get()))
-            return match.at(value, name, quoted(text->get()) + " is not a descriptor value: " + kValueRule);
+            return match.at(value, name, in_quotes(text->get()) + " is not a descriptor value: " + kValueRule);
         found->value = text->get();
     }
     return ok_status();
@@ -230,7 +230,7 @@ Result<RequestLimit> RequestReader::read_limit(const Fields& limit) const {
     auto algorithm = limit.choice("algorithm", kAlgorithms);
     if (!algorithm) return algorithm.error();
     const Algorithm chosen = algorithm.value().value_or(Algorithm::gcra);
-    const std::string chosen_name = quoted(algorithm_name(static_cast<uint8_t>(chosen)));
+    const std::string chosen_name = in_quotes(algorithm_name(static_cast<uint8_t>(chosen)));
     RequestLimit out;
     out.algorithm = static_cast<uint8_t>(chosen);
 
@@ -323,7 +323,7 @@ Result<RequestFleet> RequestReader::read_request_fleet(const Fields& fleet, cons
             return fleet.here(
                 "needs every descriptor key fixed in match (the fleet's quota is one bucket for the "
                 "whole class), and " +
-                quoted(key.key) + " has no fixed value; put the fleet quota on a class that fixes " + key.key +
+                in_quotes(key.key) + " has no fixed value; put the fleet quota on a class that fixes " + key.key +
                 ", or drop it from descriptor");
     // read_fleet takes unit too; only() above has refused it: requests are the unit.
     auto quota = read_fleet(fleet, ClassSettings{});
@@ -347,7 +347,7 @@ Result<RequestFleet> RequestReader::read_request_fleet(const Fields& fleet, cons
 Result<ParsedRequest> RequestReader::read_class(const toml::table& table, size_t number) {
     const toml::node* name_node = table.get("name");
     const std::string label = name_node && name_node->is_string()
-                                  ? "request_class " + quoted(name_node->as_string()->get())
+                                  ? "request_class " + in_quotes(name_node->as_string()->get())
                                   : "request_class #" + std::to_string(number);
     const Fields cls(path_, table, label);
     if (auto keys = cls.only(kRequestClassKeys); !keys) return keys.error();
@@ -359,12 +359,12 @@ Result<ParsedRequest> RequestReader::read_class(const toml::table& table, size_t
     out.name = *name.value();
     if (!valid_request_class_name(out.name))
         return cls.at(*name_node, "name",
-                      quoted(out.name) +
+                      in_quotes(out.name) +
                           " is not a valid class name: use 1-63 characters of a-z, 0-9, _ and -, starting with a "
                           "letter");
     if (const auto [earlier, first] = class_names_.emplace(out.name, name_node->source()); !first)
         return cls.at(*name_node, "name",
-                      quoted(out.name) + " is already the name of the request_class at " +
+                      in_quotes(out.name) + " is already the name of the request_class at " +
                           position(path_, earlier->second) + "; request class names must be unique");
 
     auto domain = cls.string("domain");
@@ -373,7 +373,7 @@ Result<ParsedRequest> RequestReader::read_class(const toml::table& table, size_t
         return cls.here("domain is required: the domain (as a proxy names it) whose descriptors this class limits");
     if (!valid_request_domain(*domain.value()))
         return cls.at(*cls.find("domain"), "domain",
-                      quoted(*domain.value()) + " is not a valid domain name: " + kDomainRule);
+                      in_quotes(*domain.value()) + " is not a valid domain name: " + kDomainRule);
     out.domain = *domain.value();
 
     if (auto descriptor = read_descriptor(cls, out); !descriptor) return descriptor.error();
@@ -419,9 +419,9 @@ Status RequestReader::refuse_ties(const std::vector<ParsedRequest>& classes) con
             const size_t fixed =
                 std::count_if(b.keys.begin(), b.keys.end(), [](const RequestKey& k) { return k.value.has_value(); });
             return located(path_, classes[later].tie_where, classes[later].tie_field,
-                           "could tie with request_class " + quoted(a.name) + " (" + classes[earlier].tie_field + ", " +
+                           "could tie with request_class " + in_quotes(a.name) + " (" + classes[earlier].tie_field + ", " +
                                position(path_, classes[earlier].tie_where) + "): both count domain " +
-                               quoted(a.domain) + " by descriptor " + key_list(a.keys) + ", each with " +
+                               in_quotes(a.domain) + " by descriptor " + key_list(a.keys) + ", each with " +
                                std::to_string(fixed) + (fixed == 1 ? " fixed value," : " fixed values,") +
                                " and fix no key to different values, so a descriptor could match both with "
                                "equally many fixed values; fix different values for a key both fix, or give one "

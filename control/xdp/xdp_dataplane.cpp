@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -121,8 +122,10 @@ Status XdpDataplane::load(const XdpOptions& options) {
                              error_code(err));
     if (auto status = adopt_or_stamp_meta(); !status) return status;
     // New tries hold nothing; adopted ones are read as unknown and emptied at their first write.
-    if (!adopted_meta_)
+    if (!adopted_meta_) {
         for (SlotPrefixes& held : slot_prefixes_) held.known = true;
+        bans_known_ = true;
+    }
     if (auto status = map_shared(skel_->maps.sluice_sources, uint64_t{source_sets_} * sizeof(sluice_source_set),
                                  "the source table", sources_);
         !status)
@@ -409,13 +412,11 @@ Status XdpDataplane::apply(const CompiledPolicy& policy) {
     if (auto status = validate(policy); !status) return status;
     if (auto status = check_prefix_capacity(policy, prefix_capacity_, "prefix_capacity"); !status) return status;
     std::lock_guard<std::mutex> lock(apply_mutex_);
-    const int active_fd = bpf_map__fd(skel_->maps.sluice_active);
-    const uint32_t zero = 0;
-    uint32_t active = 0;
-    if (const int err = bpf_map_lookup_elem(active_fd, &zero, &active))
-        return syscall_error(SyscallOp::map_lookup, "reading the active policy slot", error_code(err));
-    const uint32_t target = (active & (SLUICE_POLICY_SLOTS - 1)) ^ 1;
-    auto running = read_classes(active & (SLUICE_POLICY_SLOTS - 1));
+    auto active = read_active();
+    if (!active) return active.error();
+    const uint32_t running_slot = active.value().slot & (SLUICE_POLICY_SLOTS - 1);
+    const uint32_t target = running_slot ^ 1;
+    auto running = read_classes(running_slot);
     if (!running) return running.error();
     // Carrying limits over touches the header and classes only: no copy of the prefixes.
     CompiledPolicy next;
@@ -427,8 +428,9 @@ Status XdpDataplane::apply(const CompiledPolicy& policy) {
     // running: wait for them before rewriting it.
     if (auto status = wait_for_readers(); !status) return status;
     if (auto status = write_slot(target, next, policy.prefixes); !status) return status;
-    if (const int err = bpf_map_update_elem(active_fd, &zero, &target, BPF_ANY))
-        return syscall_error(SyscallOp::map_update, "flipping the active policy slot", error_code(err));
+    sluice_active flipped = active.value();
+    flipped.slot = target;
+    if (auto status = write_active(flipped, "flipping the active policy slot"); !status) return status;
     standby_behind_ = true;
 
     for (const CountRestart& restart : restarts)
@@ -447,11 +449,9 @@ Status XdpDataplane::settle() {
     // the next apply rewrites it whole.
     if (!standby_behind_) return ok_status();
     standby_behind_ = false;
-    const uint32_t zero = 0;
-    uint32_t active = 0;
-    if (const int err = bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sluice_active), &zero, &active))
-        return syscall_error(SyscallOp::map_lookup, "reading the active policy slot", error_code(err));
-    active &= SLUICE_POLICY_SLOTS - 1;
+    auto read = read_active();
+    if (!read) return read.error();
+    const uint32_t active = read.value().slot & (SLUICE_POLICY_SLOTS - 1);
     const SlotPrefixes& running = slot_prefixes_[active];
     if (!running.known) return ok_status();
     if (auto status = wait_for_readers(); !status) return status;
@@ -477,39 +477,51 @@ uint64_t XdpDataplane::now_ns() const {
     return test_clock_ ? __atomic_load_n(&skel_->bss->sluice_test_now_ns, __ATOMIC_ACQUIRE) : monotonic_ns();
 }
 
-Result<uint64_t> XdpDataplane::active_version() {
+Result<sluice_active> XdpDataplane::read_active() {
     const uint32_t zero = 0;
-    uint32_t active = 0;
+    sluice_active active{};
     if (const int err = bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sluice_active), &zero, &active))
         return syscall_error(SyscallOp::map_lookup, "reading the active policy slot", error_code(err));
-    active &= SLUICE_POLICY_SLOTS - 1;
+    return active;
+}
+
+Status XdpDataplane::write_active(const sluice_active& active, const char* what) {
+    const uint32_t zero = 0;
+    if (const int err = bpf_map_update_elem(bpf_map__fd(skel_->maps.sluice_active), &zero, &active, BPF_ANY))
+        return syscall_error(SyscallOp::map_update, what, error_code(err));
+    return ok_status();
+}
+
+Result<uint64_t> XdpDataplane::active_version() {
+    auto read = read_active();
+    if (!read) return read.error();
+    uint32_t active = read.value().slot & (SLUICE_POLICY_SLOTS - 1);
     sluice_policy_header header{};
     if (const int err = bpf_map_lookup_elem(bpf_map__fd(skel_->maps.sluice_policy), &active, &header))
         return syscall_error(SyscallOp::map_lookup, "reading the active policy", error_code(err));
     return static_cast<uint64_t>(header.version);
 }
 
-Result<std::vector<sluice_counter>> XdpDataplane::counters() {
+Result<std::vector<sluice_counter>> XdpDataplane::sum_counters(int fd, uint32_t slots, const char* what) {
     // One batched read of all slots and CPUs: a metrics scrape must not cost
     // a syscall per counter (4608 of them took 6 ms).
-    const int fd = bpf_map__fd(skel_->maps.sluice_counters);
     const size_t stride = percpu_stride(sizeof(sluice_counter));
-    std::vector<uint32_t> keys(SLUICE_COUNTER_SLOTS);
-    std::vector<uint8_t> values(SLUICE_COUNTER_SLOTS * stride * cpus_);
+    std::vector<uint32_t> keys(slots);
+    std::vector<uint8_t> values(slots * stride * cpus_);
     uint32_t done = 0, next_batch = 0;
-    while (done < SLUICE_COUNTER_SLOTS) {
-        __u32 count = SLUICE_COUNTER_SLOTS - done;
+    while (done < slots) {
+        __u32 count = slots - done;
         LIBBPF_OPTS(bpf_map_batch_opts, opts);
         const int err = bpf_map_lookup_batch(fd, done ? &next_batch : nullptr, &next_batch, keys.data() + done,
                                              values.data() + done * stride * cpus_, &count, &opts);
         done += count;
         if (err && error_code(err) == ENOENT) break;
-        if (err) return syscall_error(SyscallOp::map_lookup, "reading counters", error_code(err));
+        if (err) return syscall_error(SyscallOp::map_lookup, what, error_code(err));
     }
-    std::vector<sluice_counter> sums(SLUICE_COUNTER_SLOTS);
+    std::vector<sluice_counter> sums(slots);
     for (uint32_t i = 0; i < done; i++) {
         const uint32_t index = keys[i];
-        if (index >= SLUICE_COUNTER_SLOTS) continue;
+        if (index >= slots) continue;
         for (uint32_t cpu = 0; cpu < cpus_; cpu++) {
             sluice_counter c;
             std::memcpy(&c, values.data() + (static_cast<size_t>(i) * cpus_ + cpu) * stride, sizeof(c));
@@ -518,6 +530,98 @@ Result<std::vector<sluice_counter>> XdpDataplane::counters() {
         }
     }
     return sums;
+}
+
+Result<std::vector<sluice_counter>> XdpDataplane::counters() {
+    return sum_counters(bpf_map__fd(skel_->maps.sluice_counters), SLUICE_COUNTER_SLOTS, "reading counters");
+}
+
+Result<std::vector<sluice_counter>> XdpDataplane::ban_counters() {
+    return sum_counters(bpf_map__fd(skel_->maps.sluice_ban_counters), SLUICE_MAX_BANS, "reading ban counters");
+}
+
+namespace {
+
+template <class BanKey>
+BanKey ban_key(const PolicyPrefix& p) {
+    BanKey key{};
+    key.prefixlen = p.length;
+    std::memcpy(key.addr, p.addr.data(), sizeof(key.addr));
+    return key;
+}
+
+template <class BanKey>
+PolicyPrefix ban_prefix(const BanKey& key, uint8_t family) {
+    PolicyPrefix p;
+    p.family = family;
+    p.length = static_cast<uint8_t>(key.prefixlen);
+    std::memcpy(p.addr.data(), key.addr, sizeof(key.addr));
+    return p;
+}
+
+bool same_prefix(const PolicyPrefix& a, const PolicyPrefix& b) { return !prefix_less(a, b) && !prefix_less(b, a); }
+
+}  // namespace
+
+template <class BanKey>
+Status XdpDataplane::change_bans(int map_fd, uint8_t family, const std::vector<DataplaneBan>& bans) {
+    // What the trie holds: this process's last set, or, the first time
+    // after adopting pins, its keys as read (each then rewritten). Listed
+    // rather than emptied, so that an adopted ban never lapses.
+    std::vector<PolicyPrefix> held;
+    if (bans_known_) {
+        for (const DataplaneBan& ban : bans_held_)
+            if (ban.prefix.family == family) held.push_back(ban.prefix);
+    } else if (const int err = for_each_key<BanKey>(
+                   map_fd, [&](const BanKey& key) { held.push_back(ban_prefix(key, family)); })) {
+        return syscall_error(SyscallOp::map_lookup, "listing bans", err);
+    }
+    for (const DataplaneBan& ban : bans) {
+        if (ban.prefix.family != family) continue;
+        const bool unchanged = bans_known_ && std::any_of(bans_held_.begin(), bans_held_.end(), [&](const auto& h) {
+                                   return same_prefix(h.prefix, ban.prefix) && h.until_ns == ban.until_ns &&
+                                          h.slot == ban.slot;
+                               });
+        if (unchanged) continue;
+        const BanKey key = ban_key<BanKey>(ban.prefix);
+        const sluice_ban value{ban.until_ns, ban.slot, 0};
+        if (const int err = bpf_map_update_elem(map_fd, &key, &value, BPF_ANY))
+            return syscall_error(SyscallOp::map_update, "writing the ban of " + prefix_text(ban.prefix),
+                                 error_code(err));
+    }
+    for (const PolicyPrefix& prefix : held) {
+        if (std::any_of(bans.begin(), bans.end(), [&](const auto& b) { return same_prefix(b.prefix, prefix); }))
+            continue;
+        const BanKey key = ban_key<BanKey>(prefix);
+        if (const int err = bpf_map_delete_elem(map_fd, &key); err && error_code(err) != ENOENT)
+            return syscall_error(SyscallOp::map_delete, "removing the ban of " + prefix_text(prefix),
+                                 error_code(err));
+    }
+    return ok_status();
+}
+
+Status XdpDataplane::set_bans(const std::vector<DataplaneBan>& bans) {
+    if (auto status = check_bans(bans); !status) return status;
+    std::lock_guard<std::mutex> lock(apply_mutex_);
+    // Written before the flags say a family has bans, removed after they
+    // say it has none: a packet never finds a flag without its trie.
+    auto active = read_active();
+    if (!active) return active.error();
+    sluice_active flags = active.value();
+    for (const DataplaneBan& ban : bans) (ban.prefix.family == SLUICE_FAMILY_IPV4 ? flags.bans_v4 : flags.bans_v6) = 1;
+    if (auto status = write_active(flags, "marking the families with bans"); !status) return status;
+    bans_known_ = false;  // until every change is in
+    if (auto status = change_bans<sluice_ban_v4_key>(bpf_map__fd(skel_->maps.sluice_bans_v4), SLUICE_FAMILY_IPV4, bans);
+        !status)
+        return status;
+    if (auto status = change_bans<sluice_ban_v6_key>(bpf_map__fd(skel_->maps.sluice_bans_v6), SLUICE_FAMILY_IPV6, bans);
+        !status)
+        return status;
+    bans_held_ = bans;
+    bans_known_ = true;
+    flags.bans_v4 = std::any_of(bans.begin(), bans.end(), [](const auto& b) { return b.prefix.family == SLUICE_FAMILY_IPV4; });
+    flags.bans_v6 = std::any_of(bans.begin(), bans.end(), [](const auto& b) { return b.prefix.family == SLUICE_FAMILY_IPV6; });
+    return write_active(flags, "marking the families with bans");
 }
 
 Result<uint64_t> XdpDataplane::stat_sum(uint32_t index) {

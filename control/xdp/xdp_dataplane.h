@@ -76,6 +76,8 @@ class XdpDataplane : public EnforcementPoint {
     Status settle() override;
 
     Result<std::vector<sluice_counter>> counters() override;
+    Status set_bans(const std::vector<DataplaneBan>& bans) override;
+    Result<std::vector<sluice_counter>> ban_counters() override;
     Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats() override;
     Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event) override;
     // Now on the program's clock: CLOCK_MONOTONIC, or the test clock.
@@ -136,6 +138,13 @@ class XdpDataplane : public EnforcementPoint {
     Result<std::vector<sluice_class_entry>> read_classes(uint32_t slot);
     template <class LpmKey>
     Status clear_lpm_slot(int map_fd, uint32_t slot);
+    Result<sluice_active> read_active();
+    Status write_active(const sluice_active& active, const char* what);
+    // Makes `family`'s ban trie hold that family's `bans`.
+    template <class BanKey>
+    Status change_bans(int map_fd, uint8_t family, const std::vector<DataplaneBan>& bans);
+    // A per-CPU array of `slots` counters, summed over the CPUs.
+    Result<std::vector<sluice_counter>> sum_counters(int fd, uint32_t slots, const char* what);
     static int on_ring_event(void* ctx, void* data, size_t size);
     // One health stat summed over the CPUs.
     Result<uint64_t> stat_sum(uint32_t index);
@@ -182,6 +191,10 @@ class XdpDataplane : public EnforcementPoint {
     // An apply flipped slots since settle() last brought the standby slot's
     // prefixes up to the running ones.
     bool standby_behind_ = false;
+    // The bans the tries hold, once this process wrote them (adopted tries
+    // are listed at the first set_bans).
+    std::vector<DataplaneBan> bans_held_;
+    bool bans_known_ = false;
     sluice_hash_key hash_key_{};
     bool adopted_meta_ = false;  // hash_key_ came from pinned maps
     bool test_clock_ = false;

@@ -191,6 +191,7 @@ DpdkDataplane::~DpdkDataplane() {
         rte_free(shared_->fleet);
     }
     rte_free(qsbr_);
+    delete bans_.load();
 }
 
 Status DpdkDataplane::recreate_table(Slot& slot, uint8_t family, const std::vector<PolicyPrefix>& to) {
@@ -325,6 +326,48 @@ Result<std::vector<sluice_counter>> DpdkDataplane::counters() {
         }
     }
     return sums;
+}
+
+Result<std::vector<sluice_counter>> DpdkDataplane::ban_counters() {
+    std::vector<sluice_counter> sums(SLUICE_MAX_BANS);
+    for (const WorkerState* state : states_) {
+        for (uint32_t i = 0; i < SLUICE_MAX_BANS; i++) {
+            sums[i].packets += __atomic_load_n(&state->ban_counters[i].packets, __ATOMIC_RELAXED);
+            sums[i].bytes += __atomic_load_n(&state->ban_counters[i].bytes, __ATOMIC_RELAXED);
+        }
+    }
+    return sums;
+}
+
+BanTable BanTable::build(const std::vector<DataplaneBan>& bans) {
+    BanTable table;
+    for (const DataplaneBan& ban : bans) {
+        std::vector<Length>& family = ban.prefix.family == SLUICE_FAMILY_IPV4 ? table.v4 : table.v6;
+        auto group = std::find_if(family.begin(), family.end(), [&](const Length& g) { return g.length == ban.prefix.length; });
+        if (group == family.end()) group = family.insert(family.end(), Length{ban.prefix.length, {}});
+        Entry entry{0, 0, {ban.until_ns, ban.slot, 0}};
+        std::memcpy(&entry.hi, ban.prefix.addr.data(), 8);
+        std::memcpy(&entry.lo, ban.prefix.addr.data() + 8, 8);
+        group->entries.push_back(entry);
+    }
+    for (std::vector<Length>* family : {&table.v4, &table.v6}) {
+        std::sort(family->begin(), family->end(), [](const Length& a, const Length& b) { return a.length > b.length; });
+        for (Length& group : *family)
+            std::sort(group.entries.begin(), group.entries.end(),
+                      [](const Entry& a, const Entry& b) { return std::pair{a.hi, a.lo} < std::pair{b.hi, b.lo}; });
+    }
+    return table;
+}
+
+Status DpdkDataplane::set_bans(const std::vector<DataplaneBan>& bans) {
+    if (auto status = check_bans(bans); !status) return status;
+    auto table = bans.empty() ? nullptr : std::make_unique<const BanTable>(BanTable::build(bans));
+    std::lock_guard lock(apply_mutex_);
+    const BanTable* old = bans_.exchange(table.release(), std::memory_order_acq_rel);
+    // Once every online worker has passed a quiescent state, none reads the old table.
+    rte_rcu_qsbr_synchronize(qsbr_, RTE_QSBR_THRID_INVALID);
+    delete old;
+    return ok_status();
 }
 
 Result<std::array<uint64_t, SLUICE_STAT_COUNT>> DpdkDataplane::stats() {

@@ -78,6 +78,7 @@ struct PortQueue {
 
 class DpdkDataplane;
 struct WorkerState;
+struct BanTable;
 
 // One lcore's worth of the dataplane. Only that lcore calls poll_once/run.
 class Worker {
@@ -115,6 +116,9 @@ class DpdkDataplane final : public EnforcementPoint {
     Status apply(const CompiledPolicy& policy) override;
     Result<uint64_t> active_version() override;
     Result<std::vector<sluice_counter>> counters() override;
+    // A new ban table, swapped in; the old one freed once no worker reads it.
+    Status set_bans(const std::vector<DataplaneBan>& bans) override;
+    Result<std::vector<sluice_counter>> ban_counters() override;
     Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats() override;
     Result<size_t> drain_events(const std::function<void(const sluice_drop_event&)>& on_event) override;
     Result<SourceTableUsage> source_table() override;
@@ -153,6 +157,8 @@ class DpdkDataplane final : public EnforcementPoint {
     std::vector<Worker> workers_;
     std::unique_ptr<Slot[]> slots_;
     std::atomic<uint32_t> active_{0};
+    // The bans in force (nullptr: none), read once per burst; owned here.
+    std::atomic<const BanTable*> bans_{nullptr};
     std::unique_ptr<Shared> shared_;
     rte_rcu_qsbr* qsbr_ = nullptr;
     uint64_t tsc_hz_ = 0, tsc_base_ = 0, ns_base_ = 0;

@@ -54,6 +54,7 @@ struct alignas(RTE_CACHE_LINE_SIZE) WorkerState {
     sluice_cpu_bucket global_bucket;
     // Written by this worker only; the control thread reads them relaxed.
     alignas(RTE_CACHE_LINE_SIZE) sluice_counter counters[SLUICE_COUNTER_SLOTS];
+    sluice_counter ban_counters[SLUICE_MAX_BANS];  // by ban slot
     uint64_t stats[SLUICE_STAT_COUNT];
     uint64_t decide_cycles, decisions;
     sluice_drop_sampler sampler;  // where this worker's drop sampling stands
@@ -97,6 +98,7 @@ struct Accounting {
 #define SLUICE_EVENT_RESERVE(ctx) (&(ctx)->state->event)
 #define SLUICE_EVENT_SUBMIT(ctx, event) (rte_ring_sp_enqueue_elem((ctx)->state->events, (event), sizeof(*(event))) == 0)
 #define SLUICE_EVENT_NOW(ctx) ((ctx)->now)
+#define SLUICE_BAN_COUNTER(ctx, slot) (&(ctx)->state->ban_counters[*(slot)])
 #include "sluice/account.h"
 
 namespace sluice {
@@ -107,6 +109,28 @@ struct PrefixTableState {
     uint32_t rules = 0;                 // rules it was created for
     uint32_t groups = 0;                // tbl8 groups it was created for
     std::vector<PolicyPrefix> prefixes;  // what it holds, sorted by prefix_less
+};
+
+// The bans in force as the workers look them up: per family, a sorted array
+// per prefix length, longest first, so the first hit is the longest match.
+// Built whole by set_bans and never changed after: a new set is a new table,
+// swapped in under the RCU. Bans are few (max_bans), so this costs a binary
+// search per length in use, where an rte_lpm would cost 64 MiB of tbl24.
+struct BanTable {
+    struct Entry {
+        uint64_t hi, lo;  // the prefix's address, masked, as the core's source keys hold it
+        sluice_ban ban;
+    };
+    struct Length {
+        int length;
+        std::vector<Entry> entries;  // sorted by (hi, lo)
+    };
+    std::vector<Length> v4, v6;  // longest first
+
+    static BanTable build(const std::vector<DataplaneBan>& bans);
+    bool empty() const { return v4.empty() && v6.empty(); }
+    // The ban covering the packet's source, in force or not; nullptr if none.
+    const sluice_ban* find(const sluice_packet& pkt) const;
 };
 
 struct DpdkDataplane::Slot {

@@ -29,6 +29,22 @@ constexpr uint16_t kReleaseMax = 32;
 
 }  // namespace
 
+const sluice_ban* BanTable::find(const sluice_packet& pkt) const {
+    uint64_t hi, lo;
+    std::memcpy(&hi, pkt.src, 8);
+    std::memcpy(&lo, pkt.src + 8, 8);
+    for (const Length& group : pkt.family == SLUICE_FAMILY_IPV4 ? v4 : v6) {
+        const uint64_t masked_hi = hi & sluice_prefix_mask64(group.length);
+        const uint64_t masked_lo = lo & sluice_prefix_mask64(group.length - 64);
+        const auto at = std::lower_bound(group.entries.begin(), group.entries.end(), std::pair{masked_hi, masked_lo},
+                                         [](const Entry& e, const std::pair<uint64_t, uint64_t>& addr) {
+                                             return std::pair{e.hi, e.lo} < addr;
+                                         });
+        if (at != group.entries.end() && at->hi == masked_hi && at->lo == masked_lo) return &at->ban;
+    }
+    return nullptr;
+}
+
 // The parts of a frame's decision that need the tables; a friend of
 // DpdkDataplane, so it reaches the slot and shared tables.
 class WorkerPath {
@@ -40,6 +56,7 @@ class WorkerPath {
     // burst (in Accounting), and where the frames go.
     struct BurstContext : Accounting {
         Shared* shared;
+        const BanTable* bans;  // nullptr: none in force
         rte_mbuf** forward;
         uint16_t forwarded;
         rte_mbuf** dropped;
@@ -228,6 +245,7 @@ class WorkerPath {
         WorkerState* state = ctx.state;
         Shared* shared = ctx.shared;
         sluice_packet parsed[kBurst];
+        const sluice_ban* banned[kBurst];
         const sluice_class_entry* classes[kBurst];
         sluice_source_key keys[kBurst];
         sluice_levels levels[kBurst];
@@ -235,6 +253,7 @@ class WorkerPath {
         for (uint16_t i = 0; i < n; i++) {
             rte_mbuf* m = pkts[i];
             classes[i] = nullptr;
+            banned[i] = nullptr;
             // The parser checks IP lengths against the whole frame: one
             // spread over segments is parsed from a copy in one piece.
             const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
@@ -254,6 +273,14 @@ class WorkerPath {
             }
             sluice_parse(data, data + length, &parsed[i]);
             if (parsed[i].status != SLUICE_PARSE_OK) continue;
+            // Before classification: a ban beats every class, `pass` too.
+            if (ctx.bans != nullptr) {
+                const sluice_ban* ban = ctx.bans->find(parsed[i]);
+                if (sluice_ban_applies(ban, ctx.now)) {
+                    banned[i] = ban;
+                    continue;
+                }
+            }
             const sluice_class_entry& cls = slot.classes[sluice_class_slot(classify(slot, parsed[i]))];
             classes[i] = &cls;
             sluice_source_key_make(&keys[i], &parsed[i], &cls);
@@ -269,6 +296,11 @@ class WorkerPath {
         for (uint16_t i = 0; i < n; i++) {
             rte_mbuf* m = pkts[i];
             const uint32_t frame_len = parsed[i].frame_len;
+            if (banned[i] != nullptr) {
+                sluice_account_ban(&ctx, banned[i], &parsed[i], &keys[i]);
+                ctx.dropped[ctx.drops++] = m;
+                continue;
+            }
             if (classes[i] == nullptr) {
                 finish(ctx, m, SLUICE_CLASS_UNCLASSIFIED, sluice_decide_unparsed(&slot.header, parsed[i].status),
                        frame_len, nullptr);
@@ -302,8 +334,13 @@ uint16_t Worker::poll_once() {
     const uint64_t now = dp->now_ns();
     // The one read of the active slot for this burst.
     const DpdkDataplane::Slot& slot = dp->slots_[dp->active_.load(std::memory_order_acquire)];
-    WorkerPath::BurstContext ctx{
-        {state, sluice_stamp(now)}, dp->shared_.get(), forward, 0, dropped, 0};
+    WorkerPath::BurstContext ctx{{state, sluice_stamp(now)},
+                                 dp->shared_.get(),
+                                 dp->bans_.load(std::memory_order_acquire),
+                                 forward,
+                                 0,
+                                 dropped,
+                                 0};
 
     const uint64_t start = rte_rdtsc();
     if (slot.header.version == 0) {

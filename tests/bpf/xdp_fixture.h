@@ -171,6 +171,7 @@ class XdpTest : public ::testing::Test {
         dp_.reset();
         shareable_ = false;
         baseline_counters_.clear();
+        baseline_ban_counters_.clear();
         baseline_stats_ = {};
         auto dp = XdpDataplane::open(opts);
         ASSERT_TRUE(dp.ok()) << "XdpDataplane::open: " << describe(dp);
@@ -252,6 +253,17 @@ class XdpTest : public ::testing::Test {
 
     // The sluice_fleet map, mapped into this process (zero when a test begins).
     sluice_fleet_credit* fleet_credits() { return dp_->fleet_credits(); }
+    Status set_bans(const std::vector<DataplaneBan>& bans) { return dp_->set_bans(bans); }
+    std::vector<sluice_counter> ban_counters() {
+        auto c = dp_->ban_counters();
+        EXPECT_TRUE(c.ok()) << describe(c);
+        std::vector<sluice_counter> out = c.ok() ? c.value() : std::vector<sluice_counter>(SLUICE_MAX_BANS);
+        for (size_t i = 0; i < baseline_ban_counters_.size() && i < out.size(); i++) {
+            out[i].packets -= baseline_ban_counters_[i].packets;
+            out[i].bytes -= baseline_ban_counters_[i].bytes;
+        }
+        return out;
+    }
 
     SourceTableUsage source_table() {
         auto s = dp_->source_table();
@@ -302,23 +314,28 @@ class XdpTest : public ::testing::Test {
         // No per-source limit for the next test's first policy to carry over
         // (a class's changed limit keeps judging for one of its old bursts).
         auto reset = dp_->apply(PolicyBuilder(cpus_).add({.id = 1, .action = SLUICE_ACTION_PASS}).build());
+        auto unbanned = dp_->set_bans({});
+        auto ban_counters = dp_->ban_counters();
         dp_->forget_sources();
         // Nothing decides now: the credit an earlier test granted goes.
         std::memset(dp_->fleet_credits(), 0, sizeof(sluice_fleet_credit) * SLUICE_MAX_CLASSES);
         auto sources = dp_->source_table();
         auto stats = dp_->stats();
         auto drained = dp_->drain_events([](const sluice_drop_event&) {});
-        if (!reset.ok() || !sources.ok() || sources.value().known != 0 || !stats.ok() || !drained.ok()) {
+        if (!reset.ok() || !unbanned.ok() || !ban_counters.ok() || !sources.ok() || sources.value().known != 0 ||
+            !stats.ok() || !drained.ok()) {
             dp_.reset();
             return false;
         }
         baseline_stats_ = stats.value();
         baseline_counters_ = raw_counters();
+        baseline_ban_counters_ = ban_counters.value();
         shareable_ = true;
         return true;
     }
 
     std::vector<sluice_counter> baseline_counters_;
+    std::vector<sluice_counter> baseline_ban_counters_;
     std::array<uint64_t, SLUICE_STAT_COUNT> baseline_stats_{};
     bool shareable_ = false;
     cpu_set_t saved_affinity_{};

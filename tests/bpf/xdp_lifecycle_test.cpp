@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/netns.h"
+#include "common/verdict_scenarios.h"
 #include "xdp_fixture.h"
 
 namespace sluice::test {
@@ -148,6 +149,36 @@ TEST_F(XdpLifecycle, PinnedStateSurvivesAndIsReadopted) {
     version = dp_->active_version();
     SLUICE_ASSERT_OK(version);
     EXPECT_EQ(version.value(), 9u);
+}
+
+// Bans live in pinned tries: a reloaded program keeps dropping what was
+// banned before anyone sets them again, and the first set after adoption
+// keeps what it names and removes what it does not.
+TEST_F(XdpLifecycle, PinnedBansKeepDroppingAcrossAReloadUntilTheNextSetReplacesThem) {
+    PinDir pins;
+    const XdpOptions options{.test_clock = true, .source_capacity = kTestCapacity, .pin_dir = pins.path()};
+    ASSERT_NO_FATAL_FAILURE(open(options));
+    apply(standard_policy(1));
+    const uint64_t until = t0_ + 60 * kSec;
+    SLUICE_ASSERT_OK(dp_->set_bans({scenarios::ban_of("10.1.0.0/16", until, 4),
+                                    scenarios::ban_of("2001:db8::/32", until, 5)}));
+    const Bytes banned = udp_from("10.1.2.3"), banned6 = udp_from("2001:db8::7");
+    EXPECT_EQ(verdicts(banned, 1), "D");
+    const uint64_t then = t0_;
+    dp_.reset();
+
+    ASSERT_NO_FATAL_FAILURE(open(options));
+    set_clock(then);
+    EXPECT_EQ(verdicts(banned, 2), "DD");
+    EXPECT_EQ(verdicts(banned6, 1), "D");
+    auto slots = dp_->ban_counters();
+    SLUICE_ASSERT_OK(slots);
+    EXPECT_EQ(slots.value()[4].packets, 3u);  // pinned counters carry on
+    EXPECT_EQ(slots.value()[5].packets, 1u);
+
+    SLUICE_ASSERT_OK(dp_->set_bans({scenarios::ban_of("2001:db8::/32", until, 5)}));
+    EXPECT_EQ(verdicts(banned, 1), "P");
+    EXPECT_EQ(verdicts(banned6, 1), "D");
 }
 
 TEST_F(XdpLifecycle, PinsOfOtherTableOptionsAreRefused) {

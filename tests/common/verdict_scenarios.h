@@ -46,6 +46,10 @@
 //   sluice_fleet_credit* fleet_credits();
 //       The dataplane's fleet credit, one cell per class id
 //       (EnforcementPoint::fleet_credits), all zero when the test begins.
+//   Status set_bans(const std::vector<DataplaneBan>& bans);
+//       EnforcementPoint::set_bans; no ban is in force when the test begins.
+//   std::vector<sluice_counter> ban_counters();
+//       Each ban slot's drops since the test began (SLUICE_MAX_BANS).
 //
 // Preconditions: every scenario expects a target where no policy has been
 // applied during this test, whose source table is empty and holds at least
@@ -290,6 +294,82 @@ void penalty_threshold_is_over_times_the_limit(Target& t) {
     }
     EXPECT_GT(boxed_at_ms, 20'000u);
     EXPECT_LT(boxed_at_ms, 25'000u);
+}
+
+// ---- timed bans -------------------------------------------------------------------
+
+inline DataplaneBan ban_of(const std::string& cidr, uint64_t until_ns, uint32_t slot) {
+    auto prefix = parse_prefix(cidr, 0);
+    EXPECT_TRUE(prefix.ok()) << describe(prefix);
+    return {prefix.ok() ? prefix.value() : PolicyPrefix{}, until_ns, slot};
+}
+
+// A ban drops its prefix before classification, so even a `pass` class's
+// sources, of either family, counted under class 0 and in the ban's slot,
+// and ends at its time without anyone removing it.
+template <class Target>
+void ban_drops_its_prefix_until_its_time_even_in_a_pass_class(Target& t) {
+    t.apply(t.policy()
+                .add({.id = 1, .per_source = Limit{.rate = 1, .burst = 100}})
+                .add({.id = 2, .action = SLUICE_ACTION_PASS})
+                .prefix("192.0.2.0/24", 2)
+                .build());
+    SLUICE_ASSERT_OK(t.set_bans({ban_of("192.0.2.0/25", t.t0() + 10 * kSec, 7),
+                                 ban_of("2001:db8::/32", t.t0() + 10 * kSec, 9)}));
+    const Bytes banned = udp_from("192.0.2.10"), spared = udp_from("192.0.2.200");
+    const Bytes banned6 = udp_from("2001:db8::1"), spared6 = udp_from("2001:db9::1");
+
+    EXPECT_EQ(t.verdicts(banned, 3), "DDD");
+    EXPECT_EQ(t.verdicts(spared, 3), "PPP");
+    EXPECT_EQ(t.verdicts(banned6, 2), "DD");
+    EXPECT_EQ(t.verdicts(spared6, 2), "PP");
+    t.set_clock(t.t0() + 10 * kSec - 1);
+    EXPECT_EQ(t.verdicts(banned, 1), "D");
+    t.set_clock(t.t0() + 10 * kSec);
+    EXPECT_EQ(t.verdicts(banned, 1), "P");
+    EXPECT_EQ(t.verdicts(banned6, 1), "P");
+
+    const Counts c = t.counts();
+    EXPECT_EQ(c.packets(SLUICE_CLASS_UNCLASSIFIED, kDrop, SLUICE_REASON_BAN), 6u);
+    EXPECT_EQ(c.packets(2, kPass, SLUICE_REASON_ALLOWED), 4u);
+    EXPECT_EQ(c.packets(1, kPass, SLUICE_REASON_ADMITTED), 3u);
+    const std::vector<sluice_counter> slots = t.ban_counters();
+    ASSERT_EQ(slots.size(), size_t{SLUICE_MAX_BANS});
+    EXPECT_EQ(slots[7].packets, 4u);
+    EXPECT_EQ(slots[7].bytes, 4 * banned.size());
+    EXPECT_EQ(slots[9].packets, 2u);
+    EXPECT_EQ(slots[9].bytes, 2 * banned6.size());
+}
+
+// The longest ban covering a source decides; a new set replaces the old at
+// once (an unban lifts it before the next packet), and a set a dataplane
+// refuses changes nothing.
+template <class Target>
+void bans_are_replaced_at_once_and_a_bad_set_changes_nothing(Target& t) {
+    t.apply(t.policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 100}}).build());
+    const uint64_t later = t.t0() + 60 * kSec;
+    SLUICE_ASSERT_OK(t.set_bans({ban_of("10.0.0.0/8", later, 1), ban_of("10.1.0.0/16", later, 2)}));
+    const Bytes inner = udp_from("10.1.2.3"), outer = udp_from("10.2.0.1"), elsewhere = udp_from("192.0.2.1");
+    EXPECT_EQ(t.verdicts(inner, 2), "DD");
+    EXPECT_EQ(t.verdicts(outer, 1), "D");
+    EXPECT_EQ(t.verdicts(elsewhere, 1), "P");
+    EXPECT_EQ(t.ban_counters()[2].packets, 2u);
+    EXPECT_EQ(t.ban_counters()[1].packets, 1u);
+
+    // Slot 1 twice: refused, and both bans stay.
+    EXPECT_FALSE(t.set_bans({ban_of("10.0.0.0/8", later, 1), ban_of("10.9.0.0/16", later, 1)}).ok());
+    EXPECT_EQ(t.verdicts(inner, 1), "D");
+    EXPECT_EQ(t.verdicts(outer, 1), "D");
+
+    // The /16 lifted: its sources fall to the /8.
+    SLUICE_ASSERT_OK(t.set_bans({ban_of("10.0.0.0/8", later, 1)}));
+    EXPECT_EQ(t.verdicts(inner, 1), "D");
+    EXPECT_EQ(t.ban_counters()[1].packets, 3u);
+    // Everything lifted.
+    SLUICE_ASSERT_OK(t.set_bans({}));
+    EXPECT_EQ(t.verdicts(inner, 1), "P");
+    EXPECT_EQ(t.verdicts(outer, 1), "P");
+    EXPECT_EQ(t.counts().packets(SLUICE_CLASS_UNCLASSIFIED, kDrop, SLUICE_REASON_BAN), 6u);
 }
 
 // Lowering a rate under a flood must not hand every throttled source the

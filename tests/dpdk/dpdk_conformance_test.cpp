@@ -71,6 +71,12 @@ TEST_F(DpdkBuckets, PenaltyBoxHoldsAFloodForItsTimeAndSparesAPoliteSource) {
     scenarios::penalty_box_holds_a_flood_for_its_time_and_spares_a_polite_source(*this);
 }
 TEST_F(DpdkBuckets, PenaltyThresholdIsOverTimesTheLimit) { scenarios::penalty_threshold_is_over_times_the_limit(*this); }
+TEST_F(DpdkBuckets, BanDropsItsPrefixUntilItsTimeEvenInAPassClass) {
+    scenarios::ban_drops_its_prefix_until_its_time_even_in_a_pass_class(*this);
+}
+TEST_F(DpdkBuckets, BansAreReplacedAtOnceAndABadSetChangesNothing) {
+    scenarios::bans_are_replaced_at_once_and_a_bad_set_changes_nothing(*this);
+}
 TEST_F(DpdkBuckets, LowerRateGrantsNothing) { scenarios::lower_rate_grants_nothing(*this); }
 TEST_F(DpdkBuckets, EntriesFreeThemselves) { scenarios::entries_free_themselves(*this); }
 

@@ -137,6 +137,12 @@ class DpdkTest : public ::testing::Test {
         return s.ok() ? s.value().at(which) : ~0ull;
     }
     sluice_fleet_credit* fleet_credits() { return dp_->fleet_credits(); }
+    Status set_bans(const std::vector<DataplaneBan>& bans) { return dp_->set_bans(bans); }
+    std::vector<sluice_counter> ban_counters() {
+        auto c = dp_->ban_counters();
+        EXPECT_TRUE(c.ok()) << describe(c);
+        return c.ok() ? c.value() : std::vector<sluice_counter>(SLUICE_MAX_BANS);
+    }
     SourceTableUsage source_table() {
         auto s = dp_->source_table();
         EXPECT_TRUE(s.ok()) << describe(s);

@@ -15,6 +15,7 @@ namespace sluice::test {
 // and an event ring that holds `room` events before it refuses more.
 struct FakeBackend {
     std::vector<sluice_counter> counters = std::vector<sluice_counter>(SLUICE_COUNTER_SLOTS);
+    std::vector<sluice_counter> ban_counters = std::vector<sluice_counter>(SLUICE_MAX_BANS);
     std::array<uint64_t, SLUICE_STAT_COUNT> stats{};
     sluice_drop_sampler sampler{};
     uint32_t sample_period = 4;
@@ -53,6 +54,7 @@ struct FakeBackend {
 #define SLUICE_EVENT_RESERVE(ctx) ((ctx)->reserve())
 #define SLUICE_EVENT_SUBMIT(ctx, event) ((ctx)->submit(event))
 #define SLUICE_EVENT_NOW(ctx) ((ctx)->read_clock())
+#define SLUICE_BAN_COUNTER(ctx, slot) (&(ctx)->ban_counters.at(*(slot)))
 #include "sluice/account.h"
 
 namespace sluice::test {
@@ -83,6 +85,44 @@ TEST(Account, CountsPacketsAndBytesInTheDecisionsSlot) {
     EXPECT_EQ(passed.bytes, 160u);
     EXPECT_EQ(dropped.packets, 1u);
     EXPECT_EQ(dropped.bytes, 1500u);
+}
+
+TEST(Account, ABannedPacketCountsInItsBanSlotAndUnderClassZeroAndIsSampledByItsWholeAddress) {
+    FakeBackend b;
+    b.sample_period = 1;
+    sluice_packet pkt{};
+    pkt.frame_len = 90;
+    pkt.family = SLUICE_FAMILY_IPV4;
+    const uint8_t addr[4] = {203, 0, 113, 77};
+    std::memcpy(pkt.src, addr, sizeof(addr));
+    sluice_ban ban{};
+    ban.until_ns = kT0 + 1;
+    ban.slot = SLUICE_MAX_BANS + 3;  // clamped into the slots, never past them
+    ASSERT_TRUE(sluice_ban_applies(&ban, kT0));
+    sluice_source_key key;
+    std::memset(&key, 0xa5, sizeof(key));
+    sluice_account_ban(&b, &ban, &pkt, &key);
+    sluice_account_ban(&b, &ban, &pkt, &key);
+
+    EXPECT_EQ(b.ban_counters[3].packets, 2u);
+    EXPECT_EQ(b.ban_counters[3].bytes, 180u);
+    EXPECT_EQ(b.counters[sluice_counter_index(SLUICE_CLASS_UNCLASSIFIED, SLUICE_VERDICT_DROP, SLUICE_REASON_BAN)].packets,
+              2u);
+    ASSERT_EQ(b.sent.size(), 2u);
+    EXPECT_EQ(b.sent[0].reason, SLUICE_REASON_BAN);
+    EXPECT_EQ(b.sent[0].source.class_id, uint32_t{SLUICE_CLASS_UNCLASSIFIED});
+    EXPECT_EQ(b.sent[0].source.family, SLUICE_FAMILY_IPV4);
+    EXPECT_EQ(std::memcmp(b.sent[0].source.addr, addr, sizeof(addr)), 0);
+    EXPECT_EQ(b.sent[0].source.addr[4], 0u);  // the rest of the key zeroed, not 0xa5
+    EXPECT_EQ(b.sent[0].source._pad[0], 0u);
+}
+
+TEST(Account, ABanEndsAtItsTimeAndNoBanAppliesToNothing) {
+    sluice_ban ban{};
+    ban.until_ns = kT0 + 100;
+    EXPECT_TRUE(sluice_ban_applies(&ban, kT0 + 99));
+    EXPECT_FALSE(sluice_ban_applies(&ban, kT0 + 100));
+    EXPECT_FALSE(sluice_ban_applies(nullptr, kT0));
 }
 
 TEST(Account, ASlotOutOfRangeIsClampedIntoTheCounters) {

@@ -41,7 +41,7 @@
 
 /* Bumped on any change to a struct below: a daemon refuses pinned maps whose
  * ABI version differs instead of reinterpreting them. */
-#define SLUICE_ABI_VERSION 8
+#define SLUICE_ABI_VERSION 9
 
 /* ---- units and limits ------------------------------------------------------
  * Tokens are kept in nano-units: one packet (or one byte) is 10^9 nano-units,
@@ -85,7 +85,8 @@ SLUICE_STATIC_ASSERT(SLUICE_BURST_MAX * SLUICE_NANO <= (0xffffffffffffffffULL - 
 	  "the class's budget for sources without state was empty")             \
 	X(FLEET, "fleet", "the class's fleet quota: no credit leased for this node") \
 	X(PENALTY, "penalty",                                                  \
-	  "source is in the penalty box: it ran far over its per-source limit")
+	  "source is in the penalty box: it ran far over its per-source limit") \
+	X(BAN, "ban", "source is in a prefix an operator banned (sluicectl ban)")
 
 enum sluice_verdict {
 #define SLUICE_X(id, label, help) SLUICE_VERDICT_##id,
@@ -433,6 +434,44 @@ struct sluice_lpm_v6_key {
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_lpm_v6_key) == 24, "sluice_lpm_v6_key layout");
 SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_lpm_v6_key, addr) == 8, "sluice_lpm_v6_key.addr offset");
+
+/* ---- bans --------------------------------------------------------------------
+ * Timed bans (sluicectl ban): prefixes whose packets are dropped until a time,
+ * checked right after parsing, before classification, so a ban beats even a
+ * `pass` class. Not part of a policy version: one set, changed in place, in a
+ * trie per family keyed by the address alone. Each ban has a slot, its
+ * per-CPU drop counter; the daemon caps how many are in force (max_bans). */
+#define SLUICE_MAX_BANS 4096U
+SLUICE_STATIC_ASSERT((SLUICE_MAX_BANS & (SLUICE_MAX_BANS - 1)) == 0, "a ban slot is clamped with a mask");
+
+struct sluice_ban_v4_key {
+	__u32 prefixlen; /* the ban's prefix length */
+	__u8 addr[4];    /* network order */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_ban_v4_key) == 8, "sluice_ban_v4_key layout");
+
+struct sluice_ban_v6_key {
+	__u32 prefixlen;
+	__u8 addr[16]; /* network order */
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_ban_v6_key) == 20, "sluice_ban_v6_key layout");
+
+struct sluice_ban {
+	__u64 until_ns; /* dropped while now < until_ns, on the dataplane's clock */
+	__u32 slot;     /* its drop counter: < SLUICE_MAX_BANS */
+	__u32 _pad;
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_ban) == 16, "sluice_ban layout");
+
+/* What every packet reads first: the active policy slot and whether a
+ * family has bans at all (without, a packet of that family looks nothing up). */
+struct sluice_active {
+	__u32 slot;    /* the active policy slot */
+	__u8 bans_v4;  /* 1: the IPv4 ban trie may hold bans */
+	__u8 bans_v6;
+	__u16 _pad;
+};
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_active) == 8, "sluice_active layout");
 
 /* ---- policy ----------------------------------------------------------------
  * A policy version occupies one of two slots; packets read the active slot

@@ -25,6 +25,9 @@
  *                                    0 if lost
  *   SLUICE_EVENT_NOW(ctx)            the event's time stamp (only sampled
  *                                    drops ask for it)
+ *   SLUICE_BAN_COUNTER(ctx, slot)    struct sluice_counter * of the ban
+ *                                    slot at `slot` (a __u32 *, below
+ *                                    SLUICE_MAX_BANS), or NULL
  *
  * Optionally, SLUICE_PENALTY_EVENT_BY_STEP says the backend's penalty step
  * (decide.h, SLUICE_PENALTY_STEP) sends the penalty's event and counts the
@@ -42,7 +45,8 @@
 
 #if !defined(SLUICE_ACCOUNT_CTX) || !defined(SLUICE_COUNTER) || !defined(SLUICE_STAT_ADD) ||          \
 	!defined(SLUICE_DROP_SAMPLER) || !defined(SLUICE_DROP_SAMPLE_PERIOD) || !defined(SLUICE_DROP_RANDOM) || \
-	!defined(SLUICE_EVENT_RESERVE) || !defined(SLUICE_EVENT_SUBMIT) || !defined(SLUICE_EVENT_NOW)
+	!defined(SLUICE_EVENT_RESERVE) || !defined(SLUICE_EVENT_SUBMIT) || !defined(SLUICE_EVENT_NOW) ||      \
+	!defined(SLUICE_BAN_COUNTER)
 #error "define the SLUICE_ACCOUNT_CTX type and the hooks listed in sluice/account.h before including it"
 #endif
 
@@ -190,6 +194,23 @@ SLUICE_INLINE void sluice_account(SLUICE_ACCOUNT_CTX *ctx, __u32 class_id, struc
 #endif
 		sluice_sample_drop(ctx, key, frame_len, d.verdict, d.reason);
 	}
+}
+
+/* A packet that a ban in force caught (sluice_ban_applies): counted in its
+ * ban's slot and under class 0 with reason `ban`, and sampled under its whole
+ * address (`key` is filled here). The backend drops it. */
+SLUICE_INLINE void sluice_account_ban(SLUICE_ACCOUNT_CTX *ctx, const struct sluice_ban *ban,
+				      const struct sluice_packet *pkt, struct sluice_source_key *key)
+{
+	__u32 slot = ban->slot & (SLUICE_MAX_BANS - 1);
+	struct sluice_counter *counter = SLUICE_BAN_COUNTER(ctx, &slot);
+
+	if (counter) {
+		counter->packets++;
+		counter->bytes += pkt->frame_len;
+	}
+	sluice_ban_source_key(key, pkt);
+	sluice_account(ctx, SLUICE_CLASS_UNCLASSIFIED, sluice_decide_banned(), pkt->frame_len, key);
 }
 
 /* What a decision did to the source table, counted in the health stats. */

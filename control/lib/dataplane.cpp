@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "dataplane.h"
+
+#include <algorithm>
+#include <bitset>
+
+namespace sluice {
+
+Status check_bans(const std::vector<DataplaneBan>& bans) {
+    if (bans.size() > SLUICE_MAX_BANS)
+        return Error{std::to_string(bans.size()) + " bans; a dataplane holds " + std::to_string(SLUICE_MAX_BANS)};
+    std::bitset<SLUICE_MAX_BANS> slots;
+    std::vector<PolicyPrefix> prefixes;
+    prefixes.reserve(bans.size());
+    for (const DataplaneBan& ban : bans) {
+        const PolicyPrefix& p = ban.prefix;
+        const unsigned bits = p.family == SLUICE_FAMILY_IPV4 ? 32 : 128;
+        if ((p.family != SLUICE_FAMILY_IPV4 && p.family != SLUICE_FAMILY_IPV6) || p.length > bits)
+            return Error{"ban of an invalid prefix (family " + std::to_string(p.family) + ", length " +
+                         std::to_string(p.length) + ")"};
+        if (!host_bits_clear(p)) return Error{"ban of " + prefix_text(p) + ": host bits set past the prefix length"};
+        if (ban.slot >= SLUICE_MAX_BANS)
+            return Error{"ban of " + prefix_text(p) + ": slot " + std::to_string(ban.slot) + " is not below " +
+                         std::to_string(SLUICE_MAX_BANS)};
+        if (slots.test(ban.slot))
+            return Error{"ban of " + prefix_text(p) + ": slot " + std::to_string(ban.slot) + " is used twice"};
+        slots.set(ban.slot);
+        prefixes.push_back(p);
+    }
+    sort_prefixes(prefixes);
+    const auto twice = std::adjacent_find(prefixes.begin(), prefixes.end(), [](const auto& a, const auto& b) {
+        return !prefix_less(a, b) && !prefix_less(b, a);
+    });
+    if (twice != prefixes.end()) return Error{prefix_text(*twice) + " is banned twice"};
+    return ok_status();
+}
+
+}  // namespace sluice
