@@ -21,8 +21,10 @@
 // state and the rounds measure the steady state: each packet from a random
 // one of `sources` known sources.
 //
-// Refusals: the hot sources again, refused by a per-source limit of 1/s, and
-// held in the penalty box; the box must cost no more than the refusal.
+// Refusals: the hot sources again, refused by a per-source limit of 1/s,
+// held in the penalty box, and banned (one of 1024 bans, the default
+// max_bans, covers each); the box and the ban must cost no more than the
+// refusal.
 //
 // Classification: the hot sources again, under a policy of 10 and of
 // --prefixes prefixes per family (realistic shapes, bench_prefixes.h), each
@@ -111,13 +113,38 @@ const WindowProgram kWindowPrograms[] = {
 // first. Every frame of each is dropped, and counted under `reason`.
 struct Refusal {
     std::string name;
+    std::string key;  // the JSON's name for it
     uint8_t reason;
+    uint32_t counted_class;  // where its drops are counted (bans: before classification, class 0)
     bool penalty;
+    bool banned;
 };
 const Refusal kRefusals[] = {
-    {"refused at the source", SLUICE_REASON_SOURCE, false},
-    {"in the penalty box", SLUICE_REASON_PENALTY, true},
+    {"refused at the source", "refused", SLUICE_REASON_SOURCE, 1, false, false},
+    {"in the penalty box", "penalised", SLUICE_REASON_PENALTY, 1, true, false},
+    {"banned prefix", "banned", SLUICE_REASON_BAN, SLUICE_CLASS_UNCLASSIFIED, false, true},
 };
+
+// 1024 bans, the default max_bans: the hot sources' prefixes (192.0.2.0/24,
+// 2001:db8::/48) among /24s and /48s next to them, so the trie walk is as
+// deep as a full ban list makes it. An hour long: longer than any run.
+std::vector<DataplaneBan> bench_bans(uint64_t now_ns) {
+    std::vector<DataplaneBan> bans;
+    for (uint32_t i = 0; i < 1024; i++) {
+        DataplaneBan ban{{}, now_ns + 3600 * SLUICE_NANO, i};
+        ban.prefix.family = i % 2 ? SLUICE_FAMILY_IPV6 : SLUICE_FAMILY_IPV4;
+        const uint32_t n = i / 2;  // 0: the hot source's
+        if (ban.prefix.family == SLUICE_FAMILY_IPV4) {
+            ban.prefix.length = 24;
+            ban.prefix.addr = {192, static_cast<uint8_t>(n >> 8), static_cast<uint8_t>(2 + (n & 0xff))};
+        } else {
+            ban.prefix.length = 48;
+            ban.prefix.addr = {0x20, 0x01, 0x0d, 0xb8, static_cast<uint8_t>(n >> 8), static_cast<uint8_t>(n)};
+        }
+        bans.push_back(ban);
+    }
+    return bans;
+}
 
 Result<CompiledPolicy> refusing_policy(uint32_t cpus, const Refusal& refusal) {
     auto policy = single_class_policy(1, 1, Accuracy::lease, cpus);
@@ -236,6 +263,9 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
                                 [&refusal](uint32_t cpus) { return refusing_policy(cpus, refusal); });
         if (!opened) return opened.error();
         const int fd = opened.value()->program_fd();
+        if (refusal.banned)
+            if (auto status = opened.value()->set_bans(bench_bans(opened.value()->now_ns())); !status)
+                return status.error();
         refusing[refusal.name] = opened.value().get();
         dataplanes[{0, refusal.name}] = std::move(opened.value());
         for (size_t i = 0; i < 2; i++) {
@@ -388,15 +418,17 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
 
     // The refusal table: each refusal's cost next to a plain one's, and a
     // check that every frame was refused for the row's reason.
-    Table refusal_table{"decide when a hot source is refused (1/s per source), same run",
-                        {"traffic", "baseline ns", kRefusals[0].name + " ns", kRefusals[1].name + " ns",
-                         kRefusals[1].name + " / " + kRefusals[0].name},
-                        {}};
+    std::vector<std::string> refusal_columns = {"traffic", "baseline ns"};
+    for (const Refusal& refusal : kRefusals) refusal_columns.push_back(refusal.name + " ns");
+    for (size_t r = 1; r < std::size(kRefusals); r++)
+        refusal_columns.push_back(kRefusals[r].name + " / " + kRefusals[0].name);
+    Table refusal_table{"decide when a hot source is refused (1/s per source), same run", refusal_columns, {}};
     Json refusal_results = Json::array();
     for (const Refusal& refusal : kRefusals) {
         auto counters = refusing[refusal.name]->counters();
         if (!counters) return counters.error();
-        const uint64_t counted = counters.value()[sluice_counter_index(1, SLUICE_VERDICT_DROP, refusal.reason)].packets;
+        const uint64_t counted =
+            counters.value()[sluice_counter_index(refusal.counted_class, SLUICE_VERDICT_DROP, refusal.reason)].packets;
         uint64_t run = 0;
         for (const auto& c : cases)
             if (c.refusal == refusal.name) run += rounds * repeat;
@@ -409,21 +441,26 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         std::map<std::string, const DecideCase*> of;
         for (const auto& c : cases)
             if (c.traffic == &t && (!c.refusal.empty() || c.program == "baseline")) of[c.program] = &c;
-        const double baseline = lowest(of["baseline"]->ns), refused = lowest(of[kRefusals[0].name]->ns),
-                     boxed = lowest(of[kRefusals[1].name]->ns);
+        const double baseline = lowest(of["baseline"]->ns), refused = lowest(of[kRefusals[0].name]->ns);
         Json row;
         row["traffic"] = t.name;
         row["sources"] = t.sources;
         row["table"] = "refusals";
         row["baseline_ns_per_decision"] = baseline;
-        row["refused_ns_per_decision"] = refused;
-        row["penalised_ns_per_decision"] = boxed;
-        row["refused_ns_rounds"] = of[kRefusals[0].name]->ns;
-        row["penalised_ns_rounds"] = of[kRefusals[1].name]->ns;
-        row["penalised_to_refused"] = boxed / refused;
+        std::vector<std::string> cells = {t.name, fixed(baseline, 1)}, ratios;
+        for (size_t r = 0; r < std::size(kRefusals); r++) {
+            const Refusal& refusal = kRefusals[r];
+            const double ns = lowest(of[refusal.name]->ns);
+            row[refusal.key + "_ns_per_decision"] = ns;
+            row[refusal.key + "_ns_rounds"] = of[refusal.name]->ns;
+            cells.push_back(fixed(ns, 1));
+            if (r == 0) continue;
+            row[refusal.key + "_to_refused"] = ns / refused;
+            ratios.push_back(fixed(ns / refused, 2));
+        }
+        cells.insert(cells.end(), ratios.begin(), ratios.end());
         refusal_results.push_back(row);
-        refusal_table.rows.push_back(
-            {t.name, fixed(baseline, 1), fixed(refused, 1), fixed(boxed, 1), fixed(boxed / refused, 2)});
+        refusal_table.rows.push_back(cells);
     }
     refusal_table.print();
 

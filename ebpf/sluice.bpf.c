@@ -272,23 +272,14 @@ struct {
 	__type(value, __u32);
 } sluice_lpm_v6 SEC(".maps");
 
-/* Timed bans (abi.h, "bans"): one trie per family, read only while
- * sluice_active says the family has any, and each ban's drop counter. */
+/* Timed bans (abi.h, "bans"), probed only at the lengths sluice_active lists,
+ * and each ban's drop counter. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SLUICE_MAX_BANS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct sluice_ban_v4_key);
+	__type(key, struct sluice_ban_key);
 	__type(value, struct sluice_ban);
-} sluice_bans_v4 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, SLUICE_MAX_BANS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct sluice_ban_v6_key);
-	__type(value, struct sluice_ban);
-} sluice_bans_v6 SEC(".maps");
+} sluice_bans SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -454,27 +445,6 @@ static __always_inline __u32 classify(__u32 slot, const struct sluice_packet *pk
 	return class_id ? *class_id : default_class;
 }
 
-/* The ban that covers the packet's source, if its family has any. */
-static __always_inline const struct sluice_ban *find_ban(const struct sluice_packet *pkt,
-							  const struct sluice_active *active)
-{
-	if (pkt->family == SLUICE_FAMILY_IPV4) {
-		struct sluice_ban_v4_key key = {.prefixlen = 32};
-
-		if (!active->bans_v4)
-			return NULL;
-		__builtin_memcpy(key.addr, pkt->src, 4);
-		return bpf_map_lookup_elem(&sluice_bans_v4, &key);
-	} else {
-		struct sluice_ban_v6_key key = {.prefixlen = 128};
-
-		if (!active->bans_v6)
-			return NULL;
-		__builtin_memcpy(key.addr, pkt->src, 16);
-		return bpf_map_lookup_elem(&sluice_bans_v6, &key);
-	}
-}
-
 static __always_inline struct sluice_drop_sampler *drop_sampler(void)
 {
 	__u32 zero = 0;
@@ -511,6 +481,7 @@ struct sluice_packet_scratch {
 	struct sluice_packet pkt;
 	struct sluice_source_key key;
 	struct sluice_source_key meter_key; /* its penalty meter's (sluice_penalty_prepare_call) */
+	struct sluice_ban_key ban_key;      /* find_ban's probe */
 	__u32 class_index;                  /* in sluice_classes: what the penalty calls look up */
 	struct sluice_decision decision;    /* SLUICE_DECISION_BARRIER */
 };
@@ -521,6 +492,28 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sluice_packet_scratch);
 } sluice_packet_scratch SEC(".maps");
+
+/* The longest ban in force that covers the packet's source: one hash probe
+ * per prefix length the family's bans use, longest first. */
+static __always_inline const struct sluice_ban *find_ban(const struct sluice_packet *pkt,
+							  const struct sluice_active *active,
+							  struct sluice_ban_key *key, __u64 now)
+{
+	const int v4 = pkt->family == SLUICE_FAMILY_IPV4;
+	const __u8 *lengths = v4 ? active->ban_length_v4 : active->ban_length_v6;
+	const __u32 count = v4 ? active->ban_lengths_v4 : active->ban_lengths_v6;
+	const struct sluice_ban *ban;
+
+	for (__u32 i = 0; i < SLUICE_BAN_LENGTHS_MAX; i++) {
+		if (i >= count)
+			return NULL;
+		sluice_ban_key_make(key, pkt, lengths[i]);
+		ban = bpf_map_lookup_elem(&sluice_bans, key);
+		if (sluice_ban_applies(ban, now))
+			return ban;
+	}
+	return NULL;
+}
 
 /* The decision through the packet scratch: read back from a map value,
  * it is any decision to the verifier, so the paths through sluice_decide
@@ -806,8 +799,8 @@ int sluice_xdp(struct xdp_md *ctx)
 			       NULL);
 
 	/* Before classification: a ban beats every class, `pass` too. */
-	ban = find_ban(pkt, active);
-	if (sluice_ban_applies(ban, now)) {
+	ban = find_ban(pkt, active, &scratch->ban_key, now);
+	if (ban) {
 		sluice_account_ban(NULL, ban, pkt, key);
 		return XDP_DROP;
 	}

@@ -32,7 +32,24 @@ Status check_bans(const std::vector<DataplaneBan>& bans) {
         return !prefix_less(a, b) && !prefix_less(b, a);
     });
     if (twice != prefixes.end()) return Error{prefix_text(*twice) + " is banned twice"};
+    const BanLengths lengths = ban_lengths(bans);
+    for (const auto& [family, used] : {std::pair{"IPv4", &lengths.v4}, std::pair{"IPv6", &lengths.v6}})
+        if (used->size() > SLUICE_BAN_LENGTHS_MAX)
+            return Error{std::string(family) + " bans use " + std::to_string(used->size()) +
+                         " prefix lengths; at most " + std::to_string(SLUICE_BAN_LENGTHS_MAX) +
+                         " (each is a lookup for every packet): ban wider or narrower prefixes of a length in use"};
     return ok_status();
+}
+
+BanLengths ban_lengths(const std::vector<DataplaneBan>& bans) {
+    std::bitset<129> v4, v6;
+    for (const DataplaneBan& ban : bans) (ban.prefix.family == SLUICE_FAMILY_IPV4 ? v4 : v6).set(ban.prefix.length);
+    BanLengths lengths;
+    for (int length = 128; length >= 0; length--) {
+        if (v4.test(static_cast<size_t>(length))) lengths.v4.push_back(static_cast<uint8_t>(length));
+        if (v6.test(static_cast<size_t>(length))) lengths.v6.push_back(static_cast<uint8_t>(length));
+    }
+    return lengths;
 }
 
 }  // namespace sluice

@@ -81,8 +81,16 @@ struct DataplaneBan {
 };
 
 // What every dataplane refuses in a set of bans, before it changes anything:
-// a slot out of range or used twice, a prefix twice, host bits set.
+// a slot out of range or used twice, a prefix twice, host bits set, more than
+// SLUICE_BAN_LENGTHS_MAX prefix lengths in one family.
 Status check_bans(const std::vector<DataplaneBan>& bans);
+
+// The prefix lengths a set of bans uses per family, longest first: the
+// probes a packet of that family makes.
+struct BanLengths {
+    std::vector<uint8_t> v4, v6;
+};
+BanLengths ban_lengths(const std::vector<DataplaneBan>& bans);
 
 // Failed syscalls of a kernel dataplane (XDP), counted by what they were for.
 enum class SyscallOp : uint8_t { load, map_lookup, map_update, map_delete, link, pin, ring_buffer, count };

@@ -542,86 +542,70 @@ Result<std::vector<sluice_counter>> XdpDataplane::ban_counters() {
 
 namespace {
 
-template <class BanKey>
-BanKey ban_key(const PolicyPrefix& p) {
-    BanKey key{};
-    key.prefixlen = p.length;
+sluice_ban_key ban_key(const PolicyPrefix& p) {
+    sluice_ban_key key{};
+    key.family = p.family;
+    key.length = p.length;
     std::memcpy(key.addr, p.addr.data(), sizeof(key.addr));
     return key;
-}
-
-template <class BanKey>
-PolicyPrefix ban_prefix(const BanKey& key, uint8_t family) {
-    PolicyPrefix p;
-    p.family = family;
-    p.length = static_cast<uint8_t>(key.prefixlen);
-    std::memcpy(p.addr.data(), key.addr, sizeof(key.addr));
-    return p;
 }
 
 bool same_prefix(const PolicyPrefix& a, const PolicyPrefix& b) { return !prefix_less(a, b) && !prefix_less(b, a); }
 
 }  // namespace
 
-template <class BanKey>
-Status XdpDataplane::change_bans(int map_fd, uint8_t family, const std::vector<DataplaneBan>& bans) {
-    // What the trie holds: this process's last set, or, the first time
-    // after adopting pins, its keys as read (each then rewritten). Listed
-    // rather than emptied, so that an adopted ban never lapses.
-    std::vector<PolicyPrefix> held;
-    if (bans_known_) {
-        for (const DataplaneBan& ban : bans_held_)
-            if (ban.prefix.family == family) held.push_back(ban.prefix);
-    } else if (const int err = for_each_key<BanKey>(
-                   map_fd, [&](const BanKey& key) { held.push_back(ban_prefix(key, family)); })) {
-        return syscall_error(SyscallOp::map_lookup, "listing bans", err);
-    }
-    for (const DataplaneBan& ban : bans) {
-        if (ban.prefix.family != family) continue;
-        const bool unchanged = bans_known_ && std::any_of(bans_held_.begin(), bans_held_.end(), [&](const auto& h) {
-                                   return same_prefix(h.prefix, ban.prefix) && h.until_ns == ban.until_ns &&
-                                          h.slot == ban.slot;
-                               });
-        if (unchanged) continue;
-        const BanKey key = ban_key<BanKey>(ban.prefix);
-        const sluice_ban value{ban.until_ns, ban.slot, 0};
-        if (const int err = bpf_map_update_elem(map_fd, &key, &value, BPF_ANY))
-            return syscall_error(SyscallOp::map_update, "writing the ban of " + prefix_text(ban.prefix),
-                                 error_code(err));
-    }
-    for (const PolicyPrefix& prefix : held) {
-        if (std::any_of(bans.begin(), bans.end(), [&](const auto& b) { return same_prefix(b.prefix, prefix); }))
-            continue;
-        const BanKey key = ban_key<BanKey>(prefix);
-        if (const int err = bpf_map_delete_elem(map_fd, &key); err && error_code(err) != ENOENT)
-            return syscall_error(SyscallOp::map_delete, "removing the ban of " + prefix_text(prefix),
-                                 error_code(err));
-    }
-    return ok_status();
-}
-
 Status XdpDataplane::set_bans(const std::vector<DataplaneBan>& bans) {
     if (auto status = check_bans(bans); !status) return status;
     std::lock_guard<std::mutex> lock(apply_mutex_);
-    // Written before the flags say a family has bans, removed after they
-    // say it has none: a packet never finds a flag without its trie.
+    const int fd = bpf_map__fd(skel_->maps.sluice_bans);
+    // What the map holds: this process's last set, or, the first time after
+    // adopting pins, its keys as read (each then rewritten). Listed rather
+    // than emptied, so that an adopted ban never lapses.
+    const bool known = bans_known_;
+    std::vector<PolicyPrefix> held;
+    if (known) {
+        for (const DataplaneBan& ban : bans_held_) held.push_back(ban.prefix);
+    } else if (const int err = for_each_key<sluice_ban_key>(fd, [&](const sluice_ban_key& key) {
+                   PolicyPrefix p;
+                   p.family = key.family;
+                   p.length = key.length;
+                   std::memcpy(p.addr.data(), key.addr, sizeof(key.addr));
+                   held.push_back(p);
+               })) {
+        return syscall_error(SyscallOp::map_lookup, "listing bans", err);
+    }
     auto active = read_active();
     if (!active) return active.error();
-    sluice_active flags = active.value();
-    for (const DataplaneBan& ban : bans) (ban.prefix.family == SLUICE_FAMILY_IPV4 ? flags.bans_v4 : flags.bans_v6) = 1;
-    if (auto status = write_active(flags, "marking the families with bans"); !status) return status;
+    // New entries first, then the lengths packets probe, then what went:
+    // a packet never probes a length whose entries are half written.
     bans_known_ = false;  // until every change is in
-    if (auto status = change_bans<sluice_ban_v4_key>(bpf_map__fd(skel_->maps.sluice_bans_v4), SLUICE_FAMILY_IPV4, bans);
-        !status)
-        return status;
-    if (auto status = change_bans<sluice_ban_v6_key>(bpf_map__fd(skel_->maps.sluice_bans_v6), SLUICE_FAMILY_IPV6, bans);
-        !status)
-        return status;
+    for (const DataplaneBan& ban : bans) {
+        const bool unchanged = known && std::any_of(bans_held_.begin(), bans_held_.end(), [&](const DataplaneBan& h) {
+            return same_prefix(h.prefix, ban.prefix) && h.until_ns == ban.until_ns && h.slot == ban.slot;
+        });
+        if (unchanged) continue;
+        const sluice_ban_key key = ban_key(ban.prefix);
+        const sluice_ban value{ban.until_ns, ban.slot, 0};
+        if (const int err = bpf_map_update_elem(fd, &key, &value, BPF_ANY))
+            return syscall_error(SyscallOp::map_update, "writing the ban of " + prefix_text(ban.prefix), error_code(err));
+    }
+    sluice_active lengths = active.value();
+    const BanLengths probed = ban_lengths(bans);
+    lengths.ban_lengths_v4 = static_cast<uint8_t>(probed.v4.size());
+    lengths.ban_lengths_v6 = static_cast<uint8_t>(probed.v6.size());
+    std::copy(probed.v4.begin(), probed.v4.end(), lengths.ban_length_v4);
+    std::copy(probed.v6.begin(), probed.v6.end(), lengths.ban_length_v6);
+    if (auto status = write_active(lengths, "writing the ban lengths"); !status) return status;
+    for (const PolicyPrefix& prefix : held) {
+        if (std::any_of(bans.begin(), bans.end(), [&](const auto& b) { return same_prefix(b.prefix, prefix); }))
+            continue;
+        const sluice_ban_key key = ban_key(prefix);
+        if (const int err = bpf_map_delete_elem(fd, &key); err && error_code(err) != ENOENT)
+            return syscall_error(SyscallOp::map_delete, "removing the ban of " + prefix_text(prefix), error_code(err));
+    }
     bans_held_ = bans;
     bans_known_ = true;
-    flags.bans_v4 = std::any_of(bans.begin(), bans.end(), [](const auto& b) { return b.prefix.family == SLUICE_FAMILY_IPV4; });
-    flags.bans_v6 = std::any_of(bans.begin(), bans.end(), [](const auto& b) { return b.prefix.family == SLUICE_FAMILY_IPV6; });
-    return write_active(flags, "marking the families with bans");
+    return ok_status();
 }
 
 Result<uint64_t> XdpDataplane::stat_sum(uint32_t index) {

@@ -140,9 +140,6 @@ class XdpDataplane : public EnforcementPoint {
     Status clear_lpm_slot(int map_fd, uint32_t slot);
     Result<sluice_active> read_active();
     Status write_active(const sluice_active& active, const char* what);
-    // Makes `family`'s ban trie hold that family's `bans`.
-    template <class BanKey>
-    Status change_bans(int map_fd, uint8_t family, const std::vector<DataplaneBan>& bans);
     // A per-CPU array of `slots` counters, summed over the CPUs.
     Result<std::vector<sluice_counter>> sum_counters(int fd, uint32_t slots, const char* what);
     static int on_ring_event(void* ctx, void* data, size_t size);
@@ -191,8 +188,8 @@ class XdpDataplane : public EnforcementPoint {
     // An apply flipped slots since settle() last brought the standby slot's
     // prefixes up to the running ones.
     bool standby_behind_ = false;
-    // The bans the tries hold, once this process wrote them (adopted tries
-    // are listed at the first set_bans).
+    // The bans the map holds, once this process wrote them (an adopted map
+    // is listed at the first set_bans).
     std::vector<DataplaneBan> bans_held_;
     bool bans_known_ = false;
     sluice_hash_key hash_key_{};

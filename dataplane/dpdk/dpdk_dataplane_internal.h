@@ -112,7 +112,8 @@ struct PrefixTableState {
 };
 
 // The bans in force as the workers look them up: per family, a sorted array
-// per prefix length, longest first, so the first hit is the longest match.
+// per prefix length, longest first, probed as the XDP program probes its
+// hash (at most SLUICE_BAN_LENGTHS_MAX lengths).
 // Built whole by set_bans and never changed after: a new set is a new table,
 // swapped in under the RCU. Bans are few (max_bans), so this costs a binary
 // search per length in use, where an rte_lpm would cost 64 MiB of tbl24.
@@ -129,8 +130,8 @@ struct BanTable {
 
     static BanTable build(const std::vector<DataplaneBan>& bans);
     bool empty() const { return v4.empty() && v6.empty(); }
-    // The ban covering the packet's source, in force or not; nullptr if none.
-    const sluice_ban* find(const sluice_packet& pkt) const;
+    // The longest ban in force at `now` covering the packet's source, or nullptr.
+    const sluice_ban* find(const sluice_packet& pkt, uint64_t now) const;
 };
 
 struct DpdkDataplane::Slot {

@@ -29,18 +29,19 @@ constexpr uint16_t kReleaseMax = 32;
 
 }  // namespace
 
-const sluice_ban* BanTable::find(const sluice_packet& pkt) const {
-    uint64_t hi, lo;
-    std::memcpy(&hi, pkt.src, 8);
-    std::memcpy(&lo, pkt.src + 8, 8);
+const sluice_ban* BanTable::find(const sluice_packet& pkt, uint64_t now) const {
     for (const Length& group : pkt.family == SLUICE_FAMILY_IPV4 ? v4 : v6) {
-        const uint64_t masked_hi = hi & sluice_prefix_mask64(group.length);
-        const uint64_t masked_lo = lo & sluice_prefix_mask64(group.length - 64);
-        const auto at = std::lower_bound(group.entries.begin(), group.entries.end(), std::pair{masked_hi, masked_lo},
+        sluice_ban_key key;
+        sluice_ban_key_make(&key, &pkt, static_cast<uint8_t>(group.length));
+        uint64_t hi, lo;
+        std::memcpy(&hi, key.addr, 8);
+        std::memcpy(&lo, key.addr + 8, 8);
+        const auto at = std::lower_bound(group.entries.begin(), group.entries.end(), std::pair{hi, lo},
                                          [](const Entry& e, const std::pair<uint64_t, uint64_t>& addr) {
                                              return std::pair{e.hi, e.lo} < addr;
                                          });
-        if (at != group.entries.end() && at->hi == masked_hi && at->lo == masked_lo) return &at->ban;
+        if (at != group.entries.end() && at->hi == hi && at->lo == lo && sluice_ban_applies(&at->ban, now))
+            return &at->ban;
     }
     return nullptr;
 }
@@ -275,8 +276,7 @@ class WorkerPath {
             if (parsed[i].status != SLUICE_PARSE_OK) continue;
             // Before classification: a ban beats every class, `pass` too.
             if (ctx.bans != nullptr) {
-                const sluice_ban* ban = ctx.bans->find(parsed[i]);
-                if (sluice_ban_applies(ban, ctx.now)) {
+                if (const sluice_ban* ban = ctx.bans->find(parsed[i], ctx.now)) {
                     banned[i] = ban;
                     continue;
                 }

@@ -91,6 +91,7 @@ TEST_F(XdpBuckets, BanDropsItsPrefixUntilItsTimeEvenInAPassClass) {
 TEST_F(XdpBuckets, BansAreReplacedAtOnceAndABadSetChangesNothing) {
     scenarios::bans_are_replaced_at_once_and_a_bad_set_changes_nothing(*this);
 }
+TEST_F(XdpBuckets, ANinthBanLengthIsRefused) { scenarios::a_ninth_ban_length_is_refused(*this); }
 TEST_F(XdpBuckets, LowerRateGrantsNothing) { scenarios::lower_rate_grants_nothing(*this); }
 
 TEST_F(XdpBuckets, EntriesFreeThemselves) { scenarios::entries_free_themselves(*this); }

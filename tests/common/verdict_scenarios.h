@@ -341,14 +341,15 @@ void ban_drops_its_prefix_until_its_time_even_in_a_pass_class(Target& t) {
     EXPECT_EQ(slots[9].bytes, 2 * banned6.size());
 }
 
-// The longest ban covering a source decides; a new set replaces the old at
-// once (an unban lifts it before the next packet), and a set a dataplane
-// refuses changes nothing.
+// The longest ban in force covering a source decides, and one that ended
+// does not hide a shorter one; a new set replaces the old at once (an unban
+// lifts it before the next packet), and a set a dataplane refuses changes
+// nothing.
 template <class Target>
 void bans_are_replaced_at_once_and_a_bad_set_changes_nothing(Target& t) {
     t.apply(t.policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 100}}).build());
     const uint64_t later = t.t0() + 60 * kSec;
-    SLUICE_ASSERT_OK(t.set_bans({ban_of("10.0.0.0/8", later, 1), ban_of("10.1.0.0/16", later, 2)}));
+    SLUICE_ASSERT_OK(t.set_bans({ban_of("10.0.0.0/8", later, 1), ban_of("10.1.0.0/16", t.t0() + kSec, 2)}));
     const Bytes inner = udp_from("10.1.2.3"), outer = udp_from("10.2.0.1"), elsewhere = udp_from("192.0.2.1");
     EXPECT_EQ(t.verdicts(inner, 2), "DD");
     EXPECT_EQ(t.verdicts(outer, 1), "D");
@@ -359,17 +360,39 @@ void bans_are_replaced_at_once_and_a_bad_set_changes_nothing(Target& t) {
     // Slot 1 twice: refused, and both bans stay.
     EXPECT_FALSE(t.set_bans({ban_of("10.0.0.0/8", later, 1), ban_of("10.9.0.0/16", later, 1)}).ok());
     EXPECT_EQ(t.verdicts(inner, 1), "D");
-    EXPECT_EQ(t.verdicts(outer, 1), "D");
+    EXPECT_EQ(t.ban_counters()[2].packets, 3u);
 
-    // The /16 lifted: its sources fall to the /8.
-    SLUICE_ASSERT_OK(t.set_bans({ban_of("10.0.0.0/8", later, 1)}));
+    // The /16 ended: its sources fall to the /8.
+    t.set_clock(t.t0() + 2 * kSec);
     EXPECT_EQ(t.verdicts(inner, 1), "D");
-    EXPECT_EQ(t.ban_counters()[1].packets, 3u);
+    EXPECT_EQ(t.ban_counters()[1].packets, 2u);
+    EXPECT_EQ(t.ban_counters()[2].packets, 3u);
     // Everything lifted.
     SLUICE_ASSERT_OK(t.set_bans({}));
     EXPECT_EQ(t.verdicts(inner, 1), "P");
     EXPECT_EQ(t.verdicts(outer, 1), "P");
-    EXPECT_EQ(t.counts().packets(SLUICE_CLASS_UNCLASSIFIED, kDrop, SLUICE_REASON_BAN), 6u);
+    EXPECT_EQ(t.counts().packets(SLUICE_CLASS_UNCLASSIFIED, kDrop, SLUICE_REASON_BAN), 5u);
+}
+
+// Each prefix length a family's bans use is a probe for every packet of it:
+// a ninth is refused, naming the bound, and the set in force stays.
+template <class Target>
+void a_ninth_ban_length_is_refused(Target& t) {
+    t.apply(t.policy().add({.id = 1, .per_source = Limit{.rate = 1, .burst = 100}}).build());
+    const uint64_t later = t.t0() + 60 * kSec;
+    std::vector<DataplaneBan> bans;
+    for (uint32_t length = 24; length < 24 + SLUICE_BAN_LENGTHS_MAX; length++)
+        bans.push_back(ban_of("10.0.0.0/" + std::to_string(length), later, length));
+    SLUICE_ASSERT_OK(t.set_bans(bans));
+    bans.push_back(ban_of("10.0.0.0/8", later, 8));
+    const Status refused = t.set_bans(bans);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find("at most 8"), std::string::npos) << refused.error().message;
+    EXPECT_EQ(t.verdicts(udp_from("10.0.0.1"), 1), "D");    // the /31 (slot 31)
+    EXPECT_EQ(t.verdicts(udp_from("10.0.0.200"), 1), "D");  // the /24
+    EXPECT_EQ(t.verdicts(udp_from("10.0.1.1"), 1), "P");    // not the refused /8
+    EXPECT_EQ(t.ban_counters()[31].packets, 1u);
+    EXPECT_EQ(t.ban_counters()[24].packets, 1u);
 }
 
 // Lowering a rate under a flood must not hand every throttled source the

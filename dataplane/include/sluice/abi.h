@@ -439,22 +439,24 @@ SLUICE_STATIC_ASSERT(__builtin_offsetof(struct sluice_lpm_v6_key, addr) == 8, "s
  * Timed bans (sluicectl ban): prefixes whose packets are dropped until a time,
  * checked right after parsing, before classification, so a ban beats even a
  * `pass` class. Not part of a policy version: one set, changed in place, in a
- * trie per family keyed by the address alone. Each ban has a slot, its
- * per-CPU drop counter; the daemon caps how many are in force (max_bans). */
+ * hash keyed by family, length and masked address, probed once per prefix
+ * length in use, longest first (sluice_active lists them). Per length, not a
+ * trie: a trie walk of a thousand bans cost more than a whole refusal (bench/
+ * README.md, "Refusals"), a hash probe a fraction of it. Each ban has a slot,
+ * its per-CPU drop counter; the daemon caps how many are in force (max_bans). */
 #define SLUICE_MAX_BANS 4096U
 SLUICE_STATIC_ASSERT((SLUICE_MAX_BANS & (SLUICE_MAX_BANS - 1)) == 0, "a ban slot is clamped with a mask");
+/* Distinct prefix lengths the bans of one family may use: each is a probe
+ * for every packet of the family. */
+#define SLUICE_BAN_LENGTHS_MAX 8
 
-struct sluice_ban_v4_key {
-	__u32 prefixlen; /* the ban's prefix length */
-	__u8 addr[4];    /* network order */
+struct sluice_ban_key {
+	__u8 family;   /* SLUICE_FAMILY_* */
+	__u8 length;   /* prefix length */
+	__u8 _pad[2];
+	__u8 addr[16]; /* network order, bits past `length` zero; IPv4 in the first 4 bytes */
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_ban_v4_key) == 8, "sluice_ban_v4_key layout");
-
-struct sluice_ban_v6_key {
-	__u32 prefixlen;
-	__u8 addr[16]; /* network order */
-};
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_ban_v6_key) == 20, "sluice_ban_v6_key layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_ban_key) == 20, "sluice_ban_key layout");
 
 struct sluice_ban {
 	__u64 until_ns; /* dropped while now < until_ns, on the dataplane's clock */
@@ -463,15 +465,18 @@ struct sluice_ban {
 };
 SLUICE_STATIC_ASSERT(sizeof(struct sluice_ban) == 16, "sluice_ban layout");
 
-/* What every packet reads first: the active policy slot and whether a
- * family has bans at all (without, a packet of that family looks nothing up). */
+/* What every packet reads first: the active policy slot and the prefix
+ * lengths each family's bans use (none: a packet of that family looks
+ * nothing up). */
 struct sluice_active {
-	__u32 slot;    /* the active policy slot */
-	__u8 bans_v4;  /* 1: the IPv4 ban trie may hold bans */
-	__u8 bans_v6;
+	__u32 slot;        /* the active policy slot */
+	__u8 ban_lengths_v4;                        /* lengths in use, 0..SLUICE_BAN_LENGTHS_MAX */
+	__u8 ban_lengths_v6;
 	__u16 _pad;
+	__u8 ban_length_v4[SLUICE_BAN_LENGTHS_MAX]; /* longest first */
+	__u8 ban_length_v6[SLUICE_BAN_LENGTHS_MAX];
 };
-SLUICE_STATIC_ASSERT(sizeof(struct sluice_active) == 8, "sluice_active layout");
+SLUICE_STATIC_ASSERT(sizeof(struct sluice_active) == 24, "sluice_active layout");
 
 /* ---- policy ----------------------------------------------------------------
  * A policy version occupies one of two slots; packets read the active slot

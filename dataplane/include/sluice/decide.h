@@ -731,30 +731,6 @@ SLUICE_INLINE struct sluice_decision sluice_decide_unparsed(const struct sluice_
 	return sluice_decision_make(policy->malformed_verdict, SLUICE_REASON_MALFORMED, SLUICE_LEVEL_NONE);
 }
 
-/* ---- bans ------------------------------------------------------------------
- * A ban (abi.h, "bans") the packet's source matched, found by the backend in
- * its own table for the family: is it still in force? A ban the daemon has not
- * yet removed ends on time by itself. */
-SLUICE_INLINE int sluice_ban_applies(const struct sluice_ban *ban, __u64 now)
-{
-	return ban && now < ban->until_ns;
-}
-
-SLUICE_INLINE struct sluice_decision sluice_decide_banned(void)
-{
-	return sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_BAN, SLUICE_LEVEL_NONE);
-}
-
-/* A banned packet is not classified: its drop is sampled under its whole
- * address and class 0, so hot sources show the address the ban caught. */
-SLUICE_INLINE void sluice_ban_source_key(struct sluice_source_key *key, const struct sluice_packet *pkt)
-{
-	__builtin_memset(key, 0, sizeof(*key));
-	key->class_id = SLUICE_CLASS_UNCLASSIFIED;
-	key->family = pkt->family;
-	__builtin_memcpy(key->addr, pkt->src, 16);
-}
-
 /* Classes whose action is pass or drop never touch a bucket. Returns 0 for
  * action limit, meaning "go on to the buckets". */
 SLUICE_INLINE int sluice_decide_action(const struct sluice_class_entry *cls, struct sluice_decision *out)
@@ -832,6 +808,49 @@ SLUICE_INLINE void sluice_source_ref_make(struct sluice_source_ref *ref, const s
 	ref->tag = sluice_source_tag(hash);
 	ref->on_table_full = cls->on_table_full;
 	ref->penalty = cls->penalty.for_ns != 0;
+}
+
+/* ---- bans ------------------------------------------------------------------
+ * A ban (abi.h, "bans") found for the packet's source: is it still in force?
+ * A ban the daemon has not yet removed ends on time by itself, and the probe
+ * goes on to shorter lengths (a longer ban that ended does not hide a
+ * shorter one still running). */
+SLUICE_INLINE int sluice_ban_applies(const struct sluice_ban *ban, __u64 now)
+{
+	return ban && now < ban->until_ns;
+}
+
+/* The ban key a packet's source has at prefix length `length`: what the
+ * backend probes, once per length in use, longest first. */
+SLUICE_INLINE void sluice_ban_key_make(struct sluice_ban_key *key, const struct sluice_packet *pkt, __u8 length)
+{
+	__u64 hi, lo;
+
+	__builtin_memcpy(&hi, pkt->src, 8);
+	__builtin_memcpy(&lo, pkt->src + 8, 8);
+	hi &= sluice_prefix_mask64(length);
+	lo &= sluice_prefix_mask64((int)length - 64);
+	key->family = pkt->family;
+	key->length = length;
+	key->_pad[0] = 0;
+	key->_pad[1] = 0;
+	__builtin_memcpy(key->addr, &hi, 8);
+	__builtin_memcpy(key->addr + 8, &lo, 8);
+}
+
+SLUICE_INLINE struct sluice_decision sluice_decide_banned(void)
+{
+	return sluice_decision_make(SLUICE_VERDICT_DROP, SLUICE_REASON_BAN, SLUICE_LEVEL_NONE);
+}
+
+/* A banned packet is not classified: its drop is sampled under its whole
+ * address and class 0, so hot sources show the address the ban caught. */
+SLUICE_INLINE void sluice_ban_source_key(struct sluice_source_key *key, const struct sluice_packet *pkt)
+{
+	__builtin_memset(key, 0, sizeof(*key));
+	key->class_id = SLUICE_CLASS_UNCLASSIFIED;
+	key->family = pkt->family;
+	__builtin_memcpy(key->addr, pkt->src, 16);
 }
 
 #endif /* SLUICE_DECIDE_H */
