@@ -410,6 +410,8 @@ std::optional<TrafficReport> SluiceWorld::parse_traffic(const ProcResult& r, con
             count.sent = f.at("sent").get<uint64_t>();
             count.received = f.at("received").get<uint64_t>();
             count.skipped = f.at("skipped").get<uint64_t>();
+            count.first_received_unix_ns = f.at("first_received_unix_ns").get<int64_t>();
+            count.last_received_unix_ns = f.at("last_received_unix_ns").get<int64_t>();
             for (const auto& s : f.at("per_source")) {
                 count.sources[s.at("src").get<std::string>()] =
                     SourceCount{s.at("sent").get<uint64_t>(), s.at("received").get<uint64_t>()};

@@ -55,6 +55,9 @@ struct FlowCount {
     uint64_t sent = 0;
     uint64_t received = 0;
     uint64_t skipped = 0;                        // frames the sender fell too far behind to send
+    // CLOCK_REALTIME (ns) when the receiver read its first and last frame (0: none).
+    int64_t first_received_unix_ns = 0;
+    int64_t last_received_unix_ns = 0;
     std::map<std::string, SourceCount> sources;  // by address
 };
 

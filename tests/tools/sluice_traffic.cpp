@@ -229,6 +229,10 @@ struct Flow {
     std::atomic<uint64_t> sent{0};
     std::atomic<uint64_t> received{0};
     std::atomic<uint64_t> skipped{0};  // frames the sender fell too far behind to send
+    // CLOCK_REALTIME (ns) of the receive batches holding the flow's first and
+    // last frames (0: none): when a ban or an unban took effect, to the ms.
+    std::atomic<int64_t> first_received_unix_ns{0};
+    std::atomic<int64_t> last_received_unix_ns{0};
     // Sender thread only.
     uint64_t scheduled = 0;    // frames sent or skipped so far
     uint64_t next_source = 0;  // index of the source the next frame comes from
@@ -439,6 +443,9 @@ Status count_arrivals(int fd, const std::string& rx_name, Flows& flows, const st
             if (errno == EAGAIN || errno == EINTR) continue;
             return Error{"receiving on --rx-dev \"" + rx_name + "\": " + errno_text(errno)};
         }
+        timespec batch_time{};
+        clock_gettime(CLOCK_REALTIME, &batch_time);
+        const int64_t batch_unix_ns = int64_t{batch_time.tv_sec} * kNsPerSecond + batch_time.tv_nsec;
         for (int m = 0; m < received; m++) {
             if (senders[m].sll_pkttype == PACKET_OUTGOING) continue;
             const auto source = source_of_frame(static_cast<const uint8_t*>(vectors[m].iov_base), messages[m].msg_len);
@@ -448,6 +455,9 @@ Status count_arrivals(int fd, const std::string& rx_name, Flows& flows, const st
                 if (!index) continue;
                 flow->received_per_source[*index].fetch_add(1, std::memory_order_relaxed);
                 flow->received.fetch_add(1, std::memory_order_relaxed);
+                int64_t unset = 0;
+                flow->first_received_unix_ns.compare_exchange_strong(unset, batch_unix_ns, std::memory_order_relaxed);
+                flow->last_received_unix_ns.store(batch_unix_ns, std::memory_order_relaxed);
                 break;
             }
         }
@@ -593,6 +603,8 @@ std::string report_json(const Flows& flows, double duration_s, uint64_t receiver
         entry["sent"] = sent;
         entry["skipped"] = flow.skipped.load();
         entry["received"] = flow.received.load();
+        entry["first_received_unix_ns"] = flow.first_received_unix_ns.load();
+        entry["last_received_unix_ns"] = flow.last_received_unix_ns.load();
         std::string flow_text = entry.dump();
         flow_text.pop_back();
         text += (f == 0 ? "" : ",") + flow_text + ",\"per_source\":[";
