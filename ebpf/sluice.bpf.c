@@ -787,23 +787,25 @@ int sluice_xdp(struct xdp_md *ctx)
 	pkt = &scratch->pkt;
 	key = &scratch->key;
 	slot = active->slot & (SLUICE_POLICY_SLOTS - 1);
+	now = sluice_now();
+	sluice_parse(data, data_end, pkt);
+
+	/* Before the policy and its classes: a ban beats every class, `pass`
+	 * too, and holds before the first policy arrives. */
+	ban = pkt->status == SLUICE_PARSE_OK ? find_ban(pkt, active, &scratch->ban_key, now) : NULL;
+	if (ban) {
+		sluice_account_ban(NULL, ban, pkt, key);
+		return XDP_DROP;
+	}
+
 	policy = bpf_map_lookup_elem(&sluice_policy, &slot);
 	if (!policy || policy->version == 0) {
 		stat_add(SLUICE_STAT_NO_POLICY, 1);
 		return XDP_PASS;
 	}
-
-	now = sluice_now();
-	if (sluice_parse(data, data_end, pkt) != SLUICE_PARSE_OK)
+	if (pkt->status != SLUICE_PARSE_OK)
 		return account(SLUICE_CLASS_UNCLASSIFIED, sluice_decide_unparsed(policy, pkt->status), pkt->frame_len,
 			       NULL);
-
-	/* Before classification: a ban beats every class, `pass` too. */
-	ban = find_ban(pkt, active, &scratch->ban_key, now);
-	if (ban) {
-		sluice_account_ban(NULL, ban, pkt, key);
-		return XDP_DROP;
-	}
 
 	class_id = sluice_class_slot(classify(slot, pkt, policy));
 	class_index = slot * SLUICE_MAX_CLASSES + class_id;

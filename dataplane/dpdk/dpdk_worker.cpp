@@ -239,6 +239,52 @@ class WorkerPath {
         if (q.held.count == 0) state->queued_classes[id / 64] &= ~(1ull << (id % 64));
     }
 
+    // Parses a frame and, if it parsed, finds the ban in force that covers
+    // its source (nullptr: none). The parser checks IP lengths against the
+    // whole frame: one spread over segments is parsed from a copy in one piece.
+    static const sluice_ban* parse_and_find_ban(BurstContext& ctx, rte_mbuf* m, sluice_packet* pkt) {
+        WorkerState* state = ctx.state;
+        const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
+        uint32_t length = m->data_len;
+        if (m->nb_segs > 1) {
+            length = m->pkt_len;
+            data = length <= sizeof state->frame_copy
+                       ? static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, length, state->frame_copy))
+                       : nullptr;
+            if (data == nullptr) {
+                // Longer than any IP packet can be: nothing to check it against.
+                *pkt = sluice_packet{};
+                pkt->status = SLUICE_PARSE_TRUNCATED_IPV4;
+                pkt->frame_len = m->pkt_len;
+                return nullptr;
+            }
+        }
+        sluice_parse(data, data + length, pkt);
+        // Before classification: a ban beats every class, `pass` too.
+        if (pkt->status != SLUICE_PARSE_OK || ctx.bans == nullptr) return nullptr;
+        return ctx.bans->find(*pkt, ctx.now);
+    }
+
+    static void drop_banned(BurstContext& ctx, rte_mbuf* m, const sluice_ban* ban, const sluice_packet& pkt) {
+        sluice_source_key key;
+        sluice_account_ban(&ctx, ban, &pkt, &key);
+        ctx.dropped[ctx.drops++] = m;
+    }
+
+    // Before the first policy everything passes, as on XDP, but for what a
+    // ban catches.
+    static void pass_all_but_bans(BurstContext& ctx, rte_mbuf** pkts, uint16_t n) {
+        for (uint16_t i = 0; i < n; i++) {
+            sluice_packet pkt;
+            if (const sluice_ban* ban = ctx.bans ? parse_and_find_ban(ctx, pkts[i], &pkt) : nullptr) {
+                drop_banned(ctx, pkts[i], ban, pkt);
+                continue;
+            }
+            ctx.state->stats[SLUICE_STAT_NO_POLICY]++;
+            ctx.forward[ctx.forwarded++] = pkts[i];
+        }
+    }
+
     // Decides a burst in two passes, as DPDK's own table lookups do: the
     // first parses, classifies and hashes every frame and prefetches both of
     // its source's sets; by the second, which decides, they are in cache.
@@ -252,35 +298,9 @@ class WorkerPath {
         sluice_levels levels[kBurst];
 
         for (uint16_t i = 0; i < n; i++) {
-            rte_mbuf* m = pkts[i];
             classes[i] = nullptr;
-            banned[i] = nullptr;
-            // The parser checks IP lengths against the whole frame: one
-            // spread over segments is parsed from a copy in one piece.
-            const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
-            uint32_t length = m->data_len;
-            if (m->nb_segs > 1) {
-                length = m->pkt_len;
-                data = length <= sizeof state->frame_copy
-                           ? static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, length, state->frame_copy))
-                           : nullptr;
-                if (data == nullptr) {
-                    // Longer than any IP packet can be: nothing to check it against.
-                    parsed[i] = sluice_packet{};
-                    parsed[i].status = SLUICE_PARSE_TRUNCATED_IPV4;
-                    parsed[i].frame_len = m->pkt_len;
-                    continue;
-                }
-            }
-            sluice_parse(data, data + length, &parsed[i]);
-            if (parsed[i].status != SLUICE_PARSE_OK) continue;
-            // Before classification: a ban beats every class, `pass` too.
-            if (ctx.bans != nullptr) {
-                if (const sluice_ban* ban = ctx.bans->find(parsed[i], ctx.now)) {
-                    banned[i] = ban;
-                    continue;
-                }
-            }
+            banned[i] = parse_and_find_ban(ctx, pkts[i], &parsed[i]);
+            if (parsed[i].status != SLUICE_PARSE_OK || banned[i] != nullptr) continue;
             const sluice_class_entry& cls = slot.classes[sluice_class_slot(classify(slot, parsed[i]))];
             classes[i] = &cls;
             sluice_source_key_make(&keys[i], &parsed[i], &cls);
@@ -297,8 +317,7 @@ class WorkerPath {
             rte_mbuf* m = pkts[i];
             const uint32_t frame_len = parsed[i].frame_len;
             if (banned[i] != nullptr) {
-                sluice_account_ban(&ctx, banned[i], &parsed[i], &keys[i]);
-                ctx.dropped[ctx.drops++] = m;
+                drop_banned(ctx, m, banned[i], parsed[i]);
                 continue;
             }
             if (classes[i] == nullptr) {
@@ -344,10 +363,7 @@ uint16_t Worker::poll_once() {
 
     const uint64_t start = rte_rdtsc();
     if (slot.header.version == 0) {
-        // No policy yet: pass everything, as the XDP program does.
-        state->stats[SLUICE_STAT_NO_POLICY] += received;
-        std::copy(pkts, pkts + received, forward);
-        ctx.forwarded = received;
+        WorkerPath::pass_all_but_bans(ctx, pkts, received);
     } else {
         // Frames already waiting go first: they are older than this burst.
         WorkerPath::release(ctx, slot);

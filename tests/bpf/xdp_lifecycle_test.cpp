@@ -181,6 +181,11 @@ TEST_F(XdpLifecycle, PinnedBansKeepDroppingAcrossAReloadUntilTheNextSetReplacesT
     EXPECT_EQ(verdicts(banned6, 1), "D");
 }
 
+TEST_F(XdpLifecycle, ABanHoldsBeforeTheFirstPolicy) {
+    ASSERT_NO_FATAL_FAILURE(open(XdpOptions{.test_clock = true, .source_capacity = kTestCapacity}));
+    scenarios::a_ban_holds_before_the_first_policy(*this);
+}
+
 TEST_F(XdpLifecycle, PinsOfOtherTableOptionsAreRefused) {
     PinDir pins;
     ASSERT_NO_FATAL_FAILURE(

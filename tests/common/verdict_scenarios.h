@@ -341,6 +341,18 @@ void ban_drops_its_prefix_until_its_time_even_in_a_pass_class(Target& t) {
     EXPECT_EQ(slots[9].bytes, 2 * banned6.size());
 }
 
+// Before any policy everything passes (stat no_policy), but for what a ban
+// catches. Precondition: no policy was ever applied to the target.
+template <class Target>
+void a_ban_holds_before_the_first_policy(Target& t) {
+    SLUICE_ASSERT_OK(t.set_bans({ban_of("192.0.2.0/24", t.t0() + kSec, 3)}));
+    EXPECT_EQ(t.verdicts(udp_from("192.0.2.1"), 2), "DD");
+    EXPECT_EQ(t.verdicts(udp_from("198.51.100.1"), 1), "P");
+    EXPECT_EQ(t.stat(SLUICE_STAT_NO_POLICY), 1u);
+    EXPECT_EQ(t.ban_counters()[3].packets, 2u);
+    EXPECT_EQ(t.counts().packets(SLUICE_CLASS_UNCLASSIFIED, kDrop, SLUICE_REASON_BAN), 2u);
+}
+
 // The longest ban in force covering a source decides, and one that ended
 // does not hide a shorter one; a new set replaces the old at once (an unban
 // lifts it before the next packet), and a set a dataplane refuses changes

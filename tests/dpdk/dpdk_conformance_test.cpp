@@ -78,6 +78,7 @@ TEST_F(DpdkBuckets, BansAreReplacedAtOnceAndABadSetChangesNothing) {
     scenarios::bans_are_replaced_at_once_and_a_bad_set_changes_nothing(*this);
 }
 TEST_F(DpdkBuckets, ANinthBanLengthIsRefused) { scenarios::a_ninth_ban_length_is_refused(*this); }
+TEST_F(DpdkBuckets, ABanHoldsBeforeTheFirstPolicy) { scenarios::a_ban_holds_before_the_first_policy(*this); }
 TEST_F(DpdkBuckets, LowerRateGrantsNothing) { scenarios::lower_rate_grants_nothing(*this); }
 TEST_F(DpdkBuckets, EntriesFreeThemselves) { scenarios::entries_free_themselves(*this); }
 
