@@ -9,8 +9,10 @@
 #include <functional>
 #include <utility>
 
+#include "bans.h"
 #include "command_line.h"
 #include "control_protocol.h"
+#include "rate_limits.h"
 
 #ifndef SLUICE_VERSION
 #define SLUICE_VERSION "unknown"
@@ -127,6 +129,25 @@ TakeValue version_into(json& args, const char* key) {
     };
 }
 
+// A ban's PREFIX into args["prefix"], as typed: sluiced bans the canonical form.
+void add_ban_prefix(CLI::App& command, json& args, const std::string& help) {
+    add_value(command, "PREFIX", help, [&args](const std::string& text) {
+        auto prefix = parse_ban_prefix(text);
+        if (!prefix) return prefix.error().message;
+        args["prefix"] = text;
+        return std::string();
+    })->required();
+}
+
+// How long a ban lasts, into args["for_s"]: whole seconds, as the protocol takes it.
+std::string parse_ban_duration(const std::string& text, json& args) {
+    auto ns = parse_duration(text, BanStore::kMinBanNs, BanStore::kMaxBanNs);
+    if (!ns) return ns.error().message;
+    if (ns.value() % SLUICE_NANO != 0) return in_quotes(text) + " is not a whole number of seconds";
+    args["for_s"] = ns.value() / SLUICE_NANO;
+    return {};
+}
+
 void add_interface(CLI::App& command, json& args, const std::string& help) {
     add_value(command, "IFNAME", help, [&args](const std::string& name) {
         args["interface"] = name;
@@ -223,6 +244,28 @@ void add_arguments(Verb verb, CLI::App& command, Invocation& invocation) {
                 ->type_name("N");
             add_watch_options(command, invocation);
             return;
+        case Verb::ban:
+            add_ban_prefix(command, args, "203.0.113.0/24, 2001:db8::/48, or one address");
+            add_value(command, "--for", "how long (90s, 10m, 2h, 1d; 1s..30d); then it lifts by itself",
+                      [&args](const std::string& text) { return parse_ban_duration(text, args); })
+                ->type_name("TIME")
+                ->required();
+            add_value(
+                command, "--reason",
+                "why, for sluicectl bans and the log (<= " + std::to_string(BanStore::kMaxReasonBytes) + " bytes)",
+                [&args](const std::string& text) {
+                    if (auto checked = check_ban_reason(text); !checked) return checked.error().message;
+                    args["reason"] = text;
+                    return std::string();
+                })
+                ->type_name("TEXT");
+            add_switch(command, "--force", invocation.force, "ban even what a pass class of the policy protects");
+            return;
+        case Verb::unban:
+            add_ban_prefix(command, args, "the banned prefix, as sluicectl bans lists it");
+            return;
+        case Verb::bans:
+            return;
     }
 }
 
@@ -236,6 +279,9 @@ void add_request_defaults(Invocation& invocation) {
             return;
         case Verb::top:
             if (!invocation.args.contains("n")) invocation.args["n"] = kDefaultTopSources;
+            return;
+        case Verb::ban:
+            invocation.args["force"] = invocation.force;
             return;
         default:
             return;
@@ -299,6 +345,23 @@ std::string describe(const CLI::App& root, const CLI::ParseError& error) {
     return command_prefix(deepest) + error.what();
 }
 
+// `text` broken at spaces into lines of at most `width` characters, each
+// ending in '\n'.
+std::string wrapped(std::string_view text, std::size_t width) {
+    std::string lines, line;
+    for (std::size_t at = 0; at < text.size();) {
+        const std::size_t space = std::min(text.find(' ', at), text.size());
+        const std::string_view word = text.substr(at, space - at);
+        if (!line.empty() && line.size() + 1 + word.size() > width) {
+            lines += line + "\n";
+            line.clear();
+        }
+        line += (line.empty() ? "" : " ") + std::string(word);
+        at = space + 1;
+    }
+    return line.empty() ? lines : lines + line + "\n";
+}
+
 // The commands and their arguments as the top --help lists them, one line
 // each from kVerbs (README.md copies it), and which change state.
 std::string commands_help() {
@@ -311,7 +374,7 @@ std::string commands_help() {
                 std::string(spec.help) + "\n";
         if (spec.changes_state) changing += (changing.empty() ? "" : ", ") + std::string(command_of(spec.verb));
     }
-    return text + "\nChanging what sluiced enforces (logged with your uid): " + changing + ".\n";
+    return text + "\n" + wrapped("Changing what sluiced enforces (logged with your uid): " + changing + ".", 100);
 }
 
 // sluicectl's command line in CLI11: the global options, and a subcommand for

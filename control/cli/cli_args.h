@@ -62,6 +62,7 @@ struct Invocation {
     std::map<std::string, std::string> attachments;
     bool show_source = false;                        // policy show --source
     bool dry_run = false;                            // push/rollback --dry-run
+    bool force = false;                              // ban --force
     // stats and top --watch: ask again every interval_s until stopped, or
     // `count` times when count > 0.
     bool watch = false;

@@ -5,7 +5,6 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <optional>
 #include <utility>
 
@@ -235,15 +234,6 @@ std::string human_rate(double per_second) {
     return text + std::string(kSuffixes[scale]);
 }
 
-std::string utc_time(std::int64_t unix_s) {
-    const auto seconds = static_cast<std::time_t>(unix_s);
-    std::tm broken_down{};
-    if (::gmtime_r(&seconds, &broken_down) == nullptr) return std::string(kMissing);
-    char text[64];
-    if (std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &broken_down) == 0) return std::string(kMissing);
-    return text;
-}
-
 std::string human_duration(double seconds) {
     if (!std::isfinite(seconds) || seconds < 0) return std::string(kMissing);
     const auto total = static_cast<std::uint64_t>(seconds);
@@ -303,6 +293,11 @@ std::string format_status(const json& result) {
     } else {
         text += "policy: none (passing all under no_policy until the first sluicectl policy push FILE)\n";
     }
+
+    const json& bans = member(result, "bans");
+    if (bans.is_object())
+        text += "bans: " + text_of(bans, "active") + " in force (max_bans " + text_of(bans, "max_bans") +
+                "; sluicectl bans)\n";
 
     const json& interfaces = member(result, "interfaces");
     if (interfaces.is_array() && !interfaces.empty()) {
@@ -523,6 +518,7 @@ struct RestrictionKind {
 };
 constexpr RestrictionKind kRestrictionKinds[] = {
     {"penalty", "penalty: in its class's penalty box, every packet dropped until the time left has passed"},
+    {"ban", "ban: in a banned prefix (sluicectl bans), every packet dropped until the time left has passed"},
 };
 
 // "penalty 41s left" for a source's `restriction` (the daemon's top), "-"
@@ -556,6 +552,9 @@ std::string format_source_top(const json& result) {
     const auto in_box = integer_of(result, "penalties_active");
     if (in_box && *in_box > 0)
         text += std::to_string(*in_box) + (*in_box == 1 ? " source" : " sources") + " in the penalty box\n";
+    const auto banned = integer_of(result, "bans_active");
+    if (banned && *banned > 0)
+        text += std::to_string(*banned) + (*banned == 1 ? " ban" : " bans") + " in force (sluicectl bans)\n";
     const json& sources = member(result, "sources");
     if (!sources.is_array() || sources.empty()) return text + "no source is being dropped\n";
 
@@ -623,6 +622,64 @@ std::string format_source_top(const json& result) {
 
 }  // namespace
 
+namespace {
+
+// "root (uid 0)", or "uid 1000" for a uid without a name on sluiced's host.
+std::string who_of(const json& ban) {
+    const json& user = member(ban, "user");
+    return user.is_string() ? user.get<std::string>() + " (uid " + text_of(ban, "uid") + ")"
+                            : "uid " + text_of(ban, "uid");
+}
+
+// "10m 0s left, until 2026-12-02T13:35:54Z"
+std::string ban_end(const json& ban) {
+    // Up, as in top: the last part of a second reads "1s left".
+    return human_duration(std::ceil(number_of(ban, "remaining_s"))) + " left, until " + time_of(ban, "until_unix_s");
+}
+
+}  // namespace
+
+std::string format_ban(const json& result) {
+    const json& ban = member(result, "ban");
+    const json& rebanned = member(result, "rebanned");
+    std::string text;
+    if (rebanned.is_boolean() && rebanned.get<bool>()) {
+        text = "re-banned " + text_of(ban, "prefix") + " (" + ban_end(ban) +
+               "): its end, reason and who replaced; its slot " + text_of(ban, "slot") + " and " +
+               text_of(ban, "dropped_packets") + " packets dropped kept\n";
+    } else {
+        text = "banned " + text_of(ban, "prefix") + " (" + ban_end(ban) + ", slot " + text_of(ban, "slot") + ")\n";
+    }
+    const json& overrides = member(result, "overrides");
+    if (overrides.is_string()) text += "forced over the running policy: " + overrides.get<std::string>() + "\n";
+    return text;
+}
+
+std::string format_unban(const json& result) {
+    const json& ban = member(result, "ban");
+    return "unbanned " + text_of(ban, "prefix") + " (banned since " + time_of(ban, "created_unix_s") + ", " +
+           text_of(ban, "dropped_packets") + " packets dropped)\n";
+}
+
+std::string format_bans(const json& result) {
+    const json& bans = member(result, "bans");
+    const std::string cap = "max_bans " + text_of(result, "max_bans");
+    if (!bans.is_array() || bans.empty()) return "no bans in force (" + cap + "; sluicectl ban PREFIX --for TIME)\n";
+    using Align = Table::Align;
+    Table table({"PREFIX", "EXPIRES", "LEFT", "REASON", "WHO", "FORCED", "DROPPED_PKTS"},
+                {Align::left, Align::left, Align::right, Align::left, Align::left, Align::left, Align::right});
+    for (const json& ban : bans) {
+        const json& forced = member(ban, "forced");
+        const std::string reason = text_of(ban, "reason");
+        table.add_row({text_of(ban, "prefix"), time_of(ban, "until_unix_s"),
+                       human_duration(std::ceil(number_of(ban, "remaining_s"))), reason.empty() ? "-" : reason,
+                       who_of(ban), forced.is_boolean() && forced.get<bool>() ? "yes" : "no",
+                       text_of(ban, "dropped_packets")});
+    }
+    return std::to_string(bans.size()) + (bans.size() == 1 ? " ban" : " bans") + " in force (" + cap + ")\n" +
+           table.render();
+}
+
 // One formatter per verb: the switch has no default, so the build (-Wswitch,
 // an error) names a verb added to kVerbs without one.
 Result<std::string> format_result(const Invocation& invocation, const json& result) {
@@ -646,6 +703,12 @@ Result<std::string> format_result(const Invocation& invocation, const json& resu
             return format_stats(result);
         case Verb::top:
             return format_top(result);
+        case Verb::ban:
+            return format_ban(result);
+        case Verb::unban:
+            return format_unban(result);
+        case Verb::bans:
+            return format_bans(result);
     }
     return Error{"no output format for verb " + invocation.verb};
 }

@@ -14,14 +14,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_args.h"
+#include "clock.h"  // utc_time
 #include "result.h"
 
 namespace sluice::cli {
 
 // Rates at a glance: "0", "0.4", "950", "1.2k", "34k", "3.4M", "120G".
 std::string human_rate(double per_second);
-// "2026-12-02T13:25:54Z"; "-" when the time cannot be represented.
-std::string utc_time(std::int64_t unix_s);
 // The two largest units: "12s", "5m 3s", "2h 5m", "3d 4h".
 std::string human_duration(double seconds);
 
@@ -59,6 +58,11 @@ std::string format_diff(const nlohmann::json& result);
 std::string format_stats(const nlohmann::json& result);
 // The most-dropped sources, ranked, under a line with the total drop rate.
 std::string format_top(const nlohmann::json& result);
+// ban: what was banned until when (and, for a re-ban, what was kept).
+std::string format_ban(const nlohmann::json& result);
+std::string format_unban(const nlohmann::json& result);
+// The bans in force: prefix, expiry, time left, reason, who, forced, drops.
+std::string format_bans(const nlohmann::json& result);
 
 // The human output for `invocation`'s command.
 Result<std::string> format_result(const Invocation& invocation, const nlohmann::json& result);

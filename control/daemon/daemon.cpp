@@ -93,8 +93,12 @@ void notify_systemd(const std::string& state) {
 }
 
 Daemon::Daemon(DaemonConfig config, std::unique_ptr<InterfaceHost> host, std::unique_ptr<PolicyService> policy,
-               ControlServer server)
-    : config_(std::move(config)), host_(std::move(host)), policy_(std::move(policy)), server_(std::move(server)) {
+               ControlServer server, BanStore bans)
+    : config_(std::move(config)),
+      host_(std::move(host)),
+      policy_(std::move(policy)),
+      server_(std::move(server)),
+      bans_(std::move(bans)) {
     started_unix_s_ = static_cast<int64_t>(std::time(nullptr));
 }
 
@@ -135,6 +139,13 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config, std::unique_
     auto store = VersionStore::open(config.state_dir);
     if (!store) return store.error();
     for (const std::string& warning : store.value().warnings()) log(LogLevel::warn, warning);
+    // Before anything is adopted: a damaged bans.json stops the start rather
+    // than let the bans in it lapse unnoticed.
+    auto bans = BanStore::open(config.state_dir, config.max_bans, unix_now_ns());
+    if (!bans) return bans.error();
+    if (!bans.value().bans().empty())
+        log(LogLevel::info, "bans in force",
+            {{"count", std::to_string(bans.value().bans().size())}, {"file", bans.value().path()}});
 
     ControlServerOptions server_options;
     server_options.socket_path = config.socket;
@@ -155,8 +166,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonConfig config, std::unique_
                                          .fleet_leasing = !config.fleet.servers.empty(),
                                          .prefix_capacity = config.prefix_capacity};
     auto policy = std::make_unique<PolicyService>(std::move(store.value()), load_options);
-    std::unique_ptr<Daemon> daemon(
-        new Daemon(std::move(config), std::move(host), std::move(policy), std::move(server.value())));
+    std::unique_ptr<Daemon> daemon(new Daemon(std::move(config), std::move(host), std::move(policy),
+                                              std::move(server.value()), std::move(bans.value())));
     if (Status served = daemon->register_handlers(); !served) return served.error();
     if (!daemon->config_.fleet.servers.empty())
         daemon->fleet_ = std::make_unique<fleet::FleetLeaser>(fleet_options(daemon->config_.fleet));
@@ -201,6 +212,9 @@ Status Daemon::adopt_interfaces() {
         interface->hosted = std::move(hosted);
         if (auto status = policy_->add_target(name, &interface->dataplane()); !status) return status;
         lease_for(name, interface->dataplane());
+        // A failure is logged and tried again every second: the interface
+        // enforces its policy (and the bans it was left with) meanwhile.
+        (void)take_on_bans(name, *interface);
         interfaces_[name] = std::move(interface);
     }
     return ok_status();
@@ -238,6 +252,7 @@ Status Daemon::attach_interface(const std::string& name, XdpMode mode) {
     };
     if (auto status = policy_->add_target(name, &interface->dataplane()); !status) return undo(status.error());
     if (auto status = policy_->reconcile(); !status) return undo(status.error());
+    if (auto status = take_on_bans(name, *interface); !status) return undo(status.error());
     // Credit before the link: a fleet class admits nothing until leased.
     lease_for(name, interface->dataplane());
     if (auto status = interface->hosted->go_live(); !status) {
@@ -258,6 +273,7 @@ void Daemon::log_if_no_policy(const std::string& name) {
 Status Daemon::detach_interface(const std::string& name) {
     const auto found = interfaces_.find(name);
     if (found == interfaces_.end()) return Error{"interface " + name + " is not attached", "interface"};
+    keep_ban_drops(found->second.get());  // its counters go with it
     if (auto status = found->second->hosted->go_offline(); !status) return status;
     (void)policy_->remove_target(name);
     stop_leasing_for(found->second->dataplane());
@@ -507,6 +523,10 @@ void Daemon::publish_metrics() {
     snapshot.class_names = class_names();
     snapshot.shadow_classes = policy_->shadow_classes();
     for (const auto& [class_id, for_ns] : policy_->penalty_durations()) snapshot.penalty_classes.insert(class_id);
+    snapshot.bans_active = bans_.active(unix_now_ns());
+    snapshot.max_bans = bans_.max_bans();
+    snapshot.bans_refused_cap = bans_.refused_at_cap();
+    snapshot.bans_refused_protected = bans_.refused_protected();
     const double now = monotonic_s();
     for (const auto& [name, interface] : interfaces_) {
         if (!interface->latest) continue;
@@ -563,6 +583,7 @@ Status Daemon::run(DaemonSignals& signals) {
         sync_fleet_quotas();  // right after a push, rollback or reload changed the version
         sync_request_policy();
         drain_drop_events();
+        expire_bans();
         const auto now = Clock::now();
         if (now - last_sample_ >= kSampleInterval) {
             check_interfaces();
@@ -577,6 +598,7 @@ Status Daemon::run(DaemonSignals& signals) {
         }
     }
     notify_systemd("STOPPING=1");
+    keep_ban_drops();
     if (!host_->can_attach()) {
         log(LogLevel::info, "stopped", {{"ports", std::to_string(interfaces_.size())}});
     } else if (config_.detach_on_exit) {

@@ -19,6 +19,13 @@
 // interfaces pass everything under no_policy, and a warning says so). run() serves until asked to stop; on
 // the way out live interfaces keep enforcing (fail-static) unless the config
 // says detach_on_exit.
+//
+// Bans (bans.h). The BanStore is opened from state_dir before anything is
+// adopted (a damaged bans.json stops the start); every interface gets the
+// bans in force when it is adopted or attached, every change (ban, unban,
+// expiry) reaches every interface before the verb answers, and the loop
+// removes bans whose time has passed (it wakes at least every 250 ms). The
+// drops each ban caused are counted as bans.h, "Drops", says.
 #pragma once
 
 #include <atomic>
@@ -31,6 +38,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bans.h"
 #include "control_server.h"
 #include "daemon_config.h"
 #include "envoy_service.h"
@@ -102,10 +110,16 @@ class Daemon {
         SourceTableUsage sources{};
         // What the last periodic check found (every second); changes are logged.
         std::optional<InterfaceHealth> health;
+        // Where this dataplane's ban counters stood when the daemon started
+        // counting them, per slot (bans.h, "Drops").
+        BanDropBaseline ban_baseline;
+        // The last set_bans failed: the loop tries again every second, and
+        // the failure and the recovery are logged once each.
+        bool bans_failing = false;
     };
 
     Daemon(DaemonConfig config, std::unique_ptr<InterfaceHost> host, std::unique_ptr<PolicyService> policy,
-           ControlServer server);
+           ControlServer server, BanStore bans);
 
     // state_dir, the control socket (listening, so a second daemon on it
     // fails before touching anything), the policy service and the handlers.
@@ -149,6 +163,27 @@ class Daemon {
     void log_if_no_policy(const std::string& name);
     // Sampled drops to the hot sources, penalties started to the penalties in force.
     void drain_drop_events();
+    // An interface taken on (adopted or attached): its ban counters as they
+    // stand become its baseline, and it gets the bans in force.
+    Status take_on_bans(const std::string& name, Interface& interface);
+    // The bans in force to one interface, or to every one; the error names
+    // each interface that refused them.
+    Status apply_bans(const std::string& name, Interface& interface);
+    Status apply_bans_everywhere();
+    // Before the set giving `slot` to a new ban is applied: every interface's
+    // baseline of that slot.
+    void start_counting_ban(uint32_t slot);
+    // Removes the bans whose time has passed (each logged) and applies the
+    // rest; tries again on interfaces whose last set_bans failed (every second).
+    void expire_bans();
+    // What each ban slot dropped since its baselines, summed over every interface.
+    Result<std::map<uint32_t, sluice_counter>> ban_drops();
+    // Adds what the interfaces (or `only` one) counted to the bans'
+    // dropped_before and stores it, then counts afresh from there: at a clean
+    // stop, and before an interface is detached.
+    void keep_ban_drops(const Interface* only = nullptr);
+    // A ban as the verbs show it, with the drops `since` adds to it.
+    nlohmann::json ban_json(const Ban& ban, const std::map<uint32_t, sluice_counter>& since) const;
     void publish_metrics();
     void count_push(bool accepted);
     void count_sources();
@@ -157,6 +192,8 @@ class Daemon {
     void serve(Verb verb, Handler handler);
     // Every verb of kVerbs, or an error naming the one without a handler.
     Status register_handlers();
+    // ban, unban and bans (daemon_bans.cpp).
+    void register_ban_handlers();
 
     Result<nlohmann::json> status_json();
     Result<nlohmann::json> stats_json();
@@ -167,10 +204,12 @@ class Daemon {
     std::unique_ptr<InterfaceHost> host_;
     std::unique_ptr<PolicyService> policy_;  // not movable: it holds a mutex
     ControlServer server_;
+    BanStore bans_;
+    bool ban_store_failing_ = false;  // the last expiry could not be stored; logged once
     std::map<std::string, std::unique_ptr<Interface>> interfaces_;
     Clock::time_point started_ = Clock::now();
     int64_t started_unix_s_ = 0;
-    Clock::time_point last_sample_{}, last_count_{};
+    Clock::time_point last_sample_{}, last_count_{}, last_ban_retry_{};
     std::unique_ptr<MetricsEndpoint> metrics_;
     uint64_t pushes_accepted_ = 0, pushes_rejected_ = 0;
     std::array<bool, kVerbCount> served_{};

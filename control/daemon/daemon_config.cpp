@@ -264,6 +264,15 @@ Status parse_key(std::string_view path, std::string_view key, const toml::node& 
         config.max_push_bytes = static_cast<uint64_t>(number->get());
         return ok_status();
     }
+    if (key == "max_bans") {
+        const auto* number = value.as_integer();
+        if (number == nullptr || number->get() < 1 || number->get() > SLUICE_MAX_BANS)
+            return at(
+                path, value, key,
+                "expected an integer in 1.." + std::to_string(SLUICE_MAX_BANS) + " (timed bans in force at once)");
+        config.max_bans = static_cast<uint32_t>(number->get());
+        return ok_status();
+    }
     if (key == "interface") {
         const auto* list = value.as_array();
         if (list == nullptr) return at(path, value, key, "expected [[interface]] tables");
@@ -277,7 +286,7 @@ Status parse_key(std::string_view path, std::string_view key, const toml::node& 
     return at(path, value, key,
               "unknown key (expected socket, socket_group, state_dir, bpffs_dir, policy_file, metrics_address, "
               "log_level, detach_on_exit, source_capacity, drop_sample_period, prefix_capacity, max_push_bytes, "
-              "[[interface]], [fleet] or [request])");
+              "max_bans, [[interface]], [fleet] or [request])");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bans.h"
 #include "control_protocol.h"
 #include "interface_host.h"
 #include "logger.h"
@@ -71,6 +72,8 @@ struct DaemonConfig {
     uint32_t prefix_capacity = SLUICE_PREFIX_CAPACITY_DEFAULT;
     // What one push's prefix lists may add up to on the control socket.
     uint64_t max_push_bytes = kDefaultMaxAttachmentBytes;
+    // Timed bans in force at once (bans.h), 1..SLUICE_MAX_BANS.
+    uint32_t max_bans = BanStore::kDefaultMaxBans;
     std::vector<InterfaceConfig> interfaces;
     FleetConfig fleet;
     RequestConfig request;

@@ -10,6 +10,7 @@
 #include "daemon.h"
 #include "labels.h"
 #include "logger.h"
+#include "verb_args.h"
 
 namespace sluice {
 namespace {
@@ -25,46 +26,25 @@ json sources_json(const SourceTableUsage& usage) {
         {"occupancy", usage.capacity ? static_cast<double>(usage.in_debt) / static_cast<double>(usage.capacity) : 0.0}};
 }
 
-// What holds a ranked source back beyond its limits, for `top`: null, or
-// the penalty box with the time left. An object with a `kind`, so that
-// another kind can stand in its place.
-json restriction_json(const PenaltiesInForce& penalties, const sluice_source_key& source, uint64_t dataplane_now_ns,
-                      double unix_now_s) {
+// What holds a ranked source back beyond its limits, for `top`: null, a
+// ban of a prefix that holds it (the dataplanes check bans first, so a ban
+// is what drops it), or the penalty box; with the time left. An object with
+// a `kind`, so that another kind can stand in its place.
+json restriction_json(const BanStore& bans, const PenaltiesInForce& penalties, const sluice_source_key& source,
+                      uint64_t dataplane_now_ns, uint64_t unix_now_ns) {
+    const double unix_now_s = static_cast<double>(unix_now_ns) / 1e9;
+    if (const Ban* ban = bans.covering(source.family, source.addr, unix_now_ns)) {
+        return json{{"kind", "ban"},
+                    {"prefix", prefix_text(ban->prefix)},
+                    {"remaining_s", static_cast<double>(ban->until_unix_ns - unix_now_ns) / 1e9},
+                    {"until_unix_s", static_cast<int64_t>(std::ceil(static_cast<double>(ban->until_unix_ns) / 1e9))}};
+    }
     const std::optional<uint64_t> ends = penalties.ends_at(source, dataplane_now_ns);
     if (!ends) return nullptr;
     const double remaining_s = static_cast<double>(*ends - dataplane_now_ns) / 1e9;
     return json{{"kind", "penalty"},
                 {"remaining_s", remaining_s},
                 {"until_unix_s", static_cast<int64_t>(std::ceil(unix_now_s + remaining_s))}};
-}
-
-Result<std::string> string_arg(const json& args, const char* key, std::optional<std::string> fallback = {}) {
-    const auto it = args.find(key);
-    if (it == args.end() || it->is_null()) {
-        if (fallback) return *fallback;
-        return control_error(ErrorCode::bad_request, std::string("missing argument \"") + key + "\"", key);
-    }
-    if (!it->is_string())
-        return control_error(ErrorCode::bad_request, std::string("argument \"") + key + "\" must be a string", key);
-    return it->get<std::string>();
-}
-
-Result<std::optional<uint64_t>> uint_arg(const json& args, const char* key) {
-    const auto it = args.find(key);
-    if (it == args.end() || it->is_null()) return std::optional<uint64_t>{};
-    if (!it->is_number_unsigned())
-        return control_error(ErrorCode::bad_request,
-                             std::string("argument \"") + key + "\" must be a non-negative integer", key);
-    return std::optional<uint64_t>(it->get<uint64_t>());
-}
-
-Result<bool> bool_arg(const json& args, const char* key) {
-    const auto it = args.find(key);
-    if (it == args.end() || it->is_null()) return false;
-    if (!it->is_boolean())
-        return control_error(ErrorCode::bad_request, std::string("argument \"") + key + "\" must be true or false",
-                             key);
-    return it->get<bool>();
 }
 
 json version_summary(const PolicyVersion& version) {
@@ -93,12 +73,6 @@ Result<PrefixLists> attached_lists(const json& args) {
         lists.emplace(name, std::move(list.value()));
     }
     return lists;
-}
-
-// A failure of the daemon itself, not of the request.
-Error as_internal(Error error) {
-    error.code = ErrorCode::internal;
-    return error;
 }
 
 // A host whose interfaces are fixed (sluice-dpdk's ports): `why` says so.
@@ -163,19 +137,21 @@ Result<json> Daemon::status_json() {
             servers.push_back(fleet::format_redis_endpoint(server));
         fleet = {{"servers", std::move(servers)}, {"namespace", config_.fleet.key_namespace}, {"quotas", accounts}};
     }
-    return json{{"daemon",
-                 {{"pid", getpid()},
-                  {"version", SLUICE_VERSION},
-                  {"started_unix_s", started_unix_s_},
-                  {"uptime_s", uptime},
-                  {"socket", config_.socket},
-                  {"state_dir", config_.state_dir},
-                  {"bpffs_dir", host_->pin_root() ? json(*host_->pin_root()) : json(nullptr)}}},
-                {"policy", current ? version_summary(*current) : json(nullptr)},
-                {"interfaces", std::move(interfaces)},
-                {"fleet", std::move(fleet)},
-                {"requests", request_status_json()},
-                {"unprotected", host_->unprotected(hosted_names)}};
+    return json{
+        {"daemon",
+         {{"pid", getpid()},
+          {"version", SLUICE_VERSION},
+          {"started_unix_s", started_unix_s_},
+          {"uptime_s", uptime},
+          {"socket", config_.socket},
+          {"state_dir", config_.state_dir},
+          {"bpffs_dir", host_->pin_root() ? json(*host_->pin_root()) : json(nullptr)}}},
+        {"policy", current ? version_summary(*current) : json(nullptr)},
+        {"bans", {{"active", bans_.active(unix_now_ns())}, {"max_bans", bans_.max_bans()}, {"file", bans_.path()}}},
+        {"interfaces", std::move(interfaces)},
+        {"fleet", std::move(fleet)},
+        {"requests", request_status_json()},
+        {"unprotected", host_->unprotected(hosted_names)}};
 }
 
 json Daemon::request_status_json() const {
@@ -340,8 +316,7 @@ Result<json> Daemon::top_json(const json& args) {
                              "n");
     const auto names = class_names();
     const double now = static_cast<double>(monotonic_ns()) / 1e9;
-    const double unix_now_s =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const uint64_t unix_now = unix_now_ns();
     double total_rate = 0, total_decayed = 0;
     uint64_t penalties_active = 0;
     std::vector<std::pair<double, json>> ranked;  // by decayed drops, as each interface ranks
@@ -351,16 +326,16 @@ Result<json> Daemon::top_json(const json& args) {
         const uint64_t dataplane_now = interface->dataplane().now_ns();
         penalties_active += interface->penalties.active(dataplane_now);
         for (const HotSource& source : interface->hot_sources.top(n, now)) {
-            ranked.emplace_back(
-                source.decayed_drops,
-                json{{"interface", name},
-                     {"source", source_address(source.key)},
-                     {"class", class_label(names, source.key.class_id)},
-                     {"class_id", source.key.class_id},
-                     {"verdict", std::string(verdict_label(source.verdict))},
-                     {"drops_per_second", source.drops_per_second},
-                     {"error_per_second", source.error_per_second},
-                     {"restriction", restriction_json(interface->penalties, source.key, dataplane_now, unix_now_s)}});
+            ranked.emplace_back(source.decayed_drops,
+                                json{{"interface", name},
+                                     {"source", source_address(source.key)},
+                                     {"class", class_label(names, source.key.class_id)},
+                                     {"class_id", source.key.class_id},
+                                     {"verdict", std::string(verdict_label(source.verdict))},
+                                     {"drops_per_second", source.drops_per_second},
+                                     {"error_per_second", source.error_per_second},
+                                     {"restriction", restriction_json(bans_, interface->penalties, source.key,
+                                                                      dataplane_now, unix_now)}});
         }
     }
     std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -381,11 +356,9 @@ Result<json> Daemon::top_json(const json& args) {
                                     {"refusals_per_second", key.refusals_per_second},
                                     {"share", key.share}});
     }
-    return json{{"total_drops_per_second", total_rate},
-                {"tau_s", HotSources::kDefaultTauSeconds},
-                {"penalties_active", penalties_active},
-                {"sources", std::move(sources)},
-                {"request_keys", std::move(request_keys)}};
+    return json{{"total_drops_per_second", total_rate}, {"tau_s", HotSources::kDefaultTauSeconds},
+                {"penalties_active", penalties_active}, {"bans_active", bans_.active(unix_now)},
+                {"sources", std::move(sources)},        {"request_keys", std::move(request_keys)}};
 }
 
 void Daemon::serve(Verb verb, Handler handler) {
@@ -561,6 +534,7 @@ Status Daemon::register_handlers() {
         if (!b) return b.error();
         return json{{"from", *from.value()}, {"to", *to.value()}, {"diff", diff_policies(a.value(), b.value())}};
     });
+    register_ban_handlers();
     for (const VerbSpec& spec : kVerbs)
         if (!served_[static_cast<size_t>(spec.verb)])
             return Error{

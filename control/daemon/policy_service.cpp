@@ -100,7 +100,7 @@ Result<PushOutcome> PolicyService::push_prepared(PreparedPolicy prepared, bool d
     if (auto committed = store_.commit(prepared.version, prepared.lists); !committed)
         return Error{version_text + " not committed: " + committed.error().message + restore_targets(targets_.size())};
     outcome.store_ms = ms_since(store_start);
-    remember_facts(prepared.version.version, prepared.loaded.compiled);
+    remember_facts(prepared.version, prepared.loaded.compiled);
 
     // Every target now runs a committed version, so none is stale any more;
     // removed targets were not touched and stay stale.
@@ -196,9 +196,9 @@ std::optional<PolicyVersion> PolicyService::current() const {
     return store_.current();
 }
 
-void PolicyService::remember_facts(uint64_t version, const CompiledPolicy& compiled) const {
+void PolicyService::remember_facts(const PolicyVersion& version, const CompiledPolicy& compiled) const {
     facts_ = CurrentFacts{};
-    facts_.version = version;
+    facts_.version = version.version;
     for (const sluice_class_entry& cls : compiled.classes) {
         if (cls.shadow) facts_.shadow.insert(cls.class_id);
         if (cls.penalty.for_ns) facts_.penalty_for_ns[cls.class_id] = cls.penalty.for_ns;
@@ -206,6 +206,7 @@ void PolicyService::remember_facts(uint64_t version, const CompiledPolicy& compi
     facts_.fleet = compiled.fleet;
     facts_.requests = compiled.requests;
     facts_.request_domains = compiled.request_domains;
+    facts_.pass = std::make_shared<const PassProtection>(sluice::pass_protection(compiled, version.class_ids));
 }
 
 const PolicyService::CurrentFacts& PolicyService::current_facts() const {
@@ -217,7 +218,7 @@ const PolicyService::CurrentFacts& PolicyService::current_facts() const {
         // Committed, so it compiled before; if it no longer does, it has no
         // class in shadow and no fleet quota.
         if (current)
-            if (auto compiled = compile_current()) remember_facts(version, compiled.value());
+            if (auto compiled = compile_current()) remember_facts(*current, compiled.value());
     }
     return facts_;
 }
@@ -242,6 +243,11 @@ PolicyService::RequestPolicy PolicyService::request_policy() const {
     std::lock_guard<std::mutex> lock(mutex_);
     const CurrentFacts& facts = current_facts();
     return {facts.version, facts.requests, facts.request_domains};
+}
+
+std::shared_ptr<const PassProtection> PolicyService::pass_protection() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return current_facts().pass;
 }
 
 std::vector<PolicyVersion> PolicyService::history() const {

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -25,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "bans.h"
 #include "dataplane.h"
 #include "policy_toml.h"
 #include "result.h"
@@ -96,6 +98,9 @@ class PolicyService {
         std::vector<RequestDomain> domains;
     };
     RequestPolicy request_policy() const;
+    // What the current version's pass classes protect from a ban (bans.h;
+    // empty without a version), compiled as shadow_classes().
+    std::shared_ptr<const PassProtection> pass_protection() const;
     Result<PolicyVersion> get(uint64_t version) const;
 
   private:
@@ -107,7 +112,7 @@ class PolicyService {
     Result<PushOutcome> push_prepared(PreparedPolicy prepared, bool dry_run);
     // Sets facts_ for the version just committed from its compiled form, so
     // a policy of a million prefixes is not compiled again to answer them.
-    void remember_facts(uint64_t version, const CompiledPolicy& compiled) const;
+    void remember_facts(const PolicyVersion& version, const CompiledPolicy& compiled) const;
     // The current version compiled as the targets run it: its canonical text
     // loaded with its own class ids and numbered as itself.
     Result<CompiledPolicy> compile_current() const;
@@ -129,6 +134,9 @@ class PolicyService {
         std::vector<FleetQuota> fleet;
         std::vector<RequestClass> requests;
         std::vector<RequestDomain> request_domains;
+        // Shared, not copied: with a default class that passes it holds
+        // every prefix of the classes that limit or drop.
+        std::shared_ptr<const PassProtection> pass = std::make_shared<PassProtection>();
     };
     const CurrentFacts& current_facts() const;  // with mutex_ held
     mutable CurrentFacts facts_;

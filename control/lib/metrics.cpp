@@ -40,14 +40,16 @@ void add(MetricFamily& family, Labels labels, double value) {
 }
 
 // Series that a class can have, so rate() has a zero to start from: class 0
-// only sees frames that never reached classification; the others every
+// only sees frames that never reached classification and drops of banned
+// sources (checked before classification); the others every
 // limiting outcome (fleet and penalty only with a fleet quota, a penalty box),
 // and a class in shadow each one also as would_drop.
 bool possible(uint32_t class_id, bool shadow, bool fleet, bool penalty, uint32_t verdict, uint32_t reason) {
     // Unparsed frames are never shadowed: they pass or drop.
     if (class_id == 0)
-        return verdict != SLUICE_VERDICT_WOULD_DROP &&
-               (reason == SLUICE_REASON_NON_IP || reason == SLUICE_REASON_MALFORMED);
+        return (verdict != SLUICE_VERDICT_WOULD_DROP &&
+                (reason == SLUICE_REASON_NON_IP || reason == SLUICE_REASON_MALFORMED)) ||
+               (verdict == SLUICE_VERDICT_DROP && reason == SLUICE_REASON_BAN);
     if (verdict == SLUICE_VERDICT_WOULD_DROP)
         return shadow && possible(class_id, false, fleet, penalty, SLUICE_VERDICT_DROP, reason);
     switch (reason) {
@@ -262,6 +264,20 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
                "track, or the class no longer had a penalty when its event was read (the dataplane enforces them "
                "all the same; a penalty event lost to a full ring counts in sluice_drop_events_total instead).",
                MetricType::Counter);
+    auto bans_active = family("sluice_bans_active",
+                              "Bans in force now (sluicectl ban): prefixes every dataplane of the daemon drops before "
+                              "classification; their drops are sluice_packets_total{reason=\"ban\"}.",
+                              MetricType::Gauge);
+    add(bans_active, {}, static_cast<double>(snapshot.bans_active));
+    auto bans_max = family("sluice_bans_max", "max_bans: how many bans may be in force at once.", MetricType::Gauge);
+    add(bans_max, {}, static_cast<double>(snapshot.max_bans));
+    auto bans_refused =
+        family("sluice_bans_refused_total",
+               "Bans refused: why=\"cap\" (max_bans were in force), why=\"protected\" (a pass class of the running "
+               "policy protected the prefix and the ban was not forced).",
+               MetricType::Counter);
+    add(bans_refused, {{"why", "cap"}}, static_cast<double>(snapshot.bans_refused_cap));
+    add(bans_refused, {{"why", "protected"}}, static_cast<double>(snapshot.bans_refused_protected));
     auto shadow = family("sluice_class_shadow",
                          "1 for a class of the current policy in shadow: it counts as would_drop what it would drop, "
                          "and passes it.",
@@ -401,6 +417,9 @@ std::vector<MetricFamily> build_metric_families(const DaemonSnapshot& snapshot) 
                             &penalties_active,
                             &penalties,
                             &penalties_untracked,
+                            &bans_active,
+                            &bans_max,
+                            &bans_refused,
                             &shadow,
                             &version,
                             &info,

@@ -79,6 +79,11 @@ struct DaemonSnapshot {
     std::set<uint32_t> shadow_classes;            // ids of the current policy's classes in shadow
     std::set<uint32_t> penalty_classes;           // ids of the current policy's classes with a penalty
     std::vector<InterfaceSnapshot> interfaces;
+    // Timed bans (bans.h): in force now, max_bans, and bans refused because
+    // max_bans were in force or a pass class protected the prefix.
+    uint64_t bans_active = 0;
+    uint32_t max_bans = 0;
+    uint64_t bans_refused_cap = 0, bans_refused_protected = 0;
     std::vector<FleetAccountSnapshot> fleet;
     // Request-level decisions ([request] configured; control/request/).
     std::optional<RequestGateStats> request;

@@ -120,34 +120,13 @@ Result<std::optional<bool>> Fields::boolean(std::string_view key) const {
 }
 
 Result<std::optional<uint64_t>> Fields::duration(std::string_view key, uint64_t min_ns, uint64_t max_ns) const {
-    static constexpr struct {
-        std::string_view suffix;
-        uint64_t ns;
-    } kUnits[] = {{"ms", 1'000'000},
-                  {"s", SLUICE_NANO},
-                  {"m", 60 * SLUICE_NANO},
-                  {"h", 3'600 * SLUICE_NANO},
-                  {"d", 86'400 * SLUICE_NANO}};
-    constexpr std::string_view kExample = "a duration such as \"1s\", \"10m\" or \"500ms\"";
     const toml::node* node = find(key);
     if (!node) return std::optional<uint64_t>{};
     const auto* value = node->as_string();
-    if (!value) return at(*node, key, "expected " + std::string(kExample) + ", got " + describe(*node));
-    const std::string_view text = value->get();
-    const size_t digits = std::min(text.find_first_not_of("0123456789"), text.size());
-    const std::string_view suffix = text.substr(digits);
-    const auto unit =
-        std::find_if(std::begin(kUnits), std::end(kUnits), [&](const auto& u) { return u.suffix == suffix; });
-    if (digits == 0 || unit == std::end(kUnits))
-        return at(
-            *node, key,
-            "expected " + std::string(kExample) + " (an integer followed by ms, s, m, h or d), got " + in_quotes(text));
-    // More than 12 digits is past a day in any unit; the cap keeps stoull in range.
-    const uint64_t count = digits > 12 ? UINT64_MAX : std::stoull(std::string(text.substr(0, digits)));
-    const uint64_t ns = count > max_ns / unit->ns ? UINT64_MAX : count * unit->ns;
-    if (ns < min_ns || ns > max_ns)
-        return at(*node, key, in_quotes(text) + " is outside " + format_duration(min_ns) + ".." + format_duration(max_ns));
-    return std::optional<uint64_t>{ns};
+    if (!value) return at(*node, key, "expected " + std::string(kDurationExample) + ", got " + describe(*node));
+    auto ns = parse_duration(value->get(), min_ns, max_ns);
+    if (!ns) return at(*node, key, ns.error().message);
+    return std::optional<uint64_t>{ns.value()};
 }
 
 Result<const toml::table*> Fields::table(std::string_view key) const {

@@ -403,6 +403,30 @@ std::string format_duration(uint64_t ns) {
     return std::to_string(ns) + "ns";
 }
 
+Result<uint64_t> parse_duration(std::string_view text, uint64_t min_ns, uint64_t max_ns) {
+    static constexpr struct {
+        std::string_view suffix;
+        uint64_t ns;
+    } kUnits[] = {{"ms", 1'000'000},
+                  {"s", SLUICE_NANO},
+                  {"m", 60 * SLUICE_NANO},
+                  {"h", 3'600 * SLUICE_NANO},
+                  {"d", 86'400 * SLUICE_NANO}};
+    const size_t digits = std::min(text.find_first_not_of("0123456789"), text.size());
+    const std::string_view suffix = text.substr(digits);
+    const auto unit =
+        std::find_if(std::begin(kUnits), std::end(kUnits), [&](const auto& u) { return u.suffix == suffix; });
+    if (digits == 0 || unit == std::end(kUnits))
+        return Error{"expected " + std::string(kDurationExample) + " (an integer followed by ms, s, m, h or d), got " +
+                     quote(text)};
+    // More than 12 digits is past a day in any unit; the cap keeps stoull in range.
+    const uint64_t count = digits > 12 ? UINT64_MAX : std::stoull(std::string(text.substr(0, digits)));
+    const uint64_t ns = count > max_ns / unit->ns ? UINT64_MAX : count * unit->ns;
+    if (ns < min_ns || ns > max_ns)
+        return Error{quote(text) + " is outside " + format_duration(min_ns) + ".." + format_duration(max_ns)};
+    return ns;
+}
+
 std::string describe_window(const sluice_window_limit& window, uint8_t unit) {
     return std::to_string(window.limit) + " " + unit_name(static_cast<Unit>(unit)) + " per " +
            format_duration(window.window_ns);

@@ -101,6 +101,14 @@ std::string algorithm_name(uint8_t algorithm);
 // divides it ("90s", "500ms"); "<n>ns" when none does.
 std::string format_duration(uint64_t ns);
 
+// How parse_duration's errors describe what it takes.
+inline constexpr std::string_view kDurationExample = "a duration such as \"1s\", \"10m\" or \"500ms\"";
+
+// A duration as the policy and sluicectl write it ("500ms", "1s", "10m",
+// "2h", "1d": digits and one unit) in ns, within min_ns..max_ns; the error
+// says what was expected, or the range.
+Result<uint64_t> parse_duration(std::string_view text, uint64_t min_ns, uint64_t max_ns);
+
 // "100 packets per 1s", "5 TCP SYNs per 500ms": a window limit in words.
 std::string describe_window(const sluice_window_limit& window, uint8_t unit);
 

@@ -27,6 +27,9 @@ enum class Verb : std::uint8_t {
     policy_diff,
     stats,
     top,
+    ban,
+    unban,
+    bans,
 };
 
 struct VerbSpec {
@@ -57,6 +60,10 @@ inline constexpr VerbSpec kVerbs[] = {
      "pass/drop rates by interface, class; ns/decision", false},
     {Verb::top, "top", "top [-n N] [--watch] [--interval S] [--count K]", "the N sources dropped most (default 20)",
      false},
+    {Verb::ban, "ban", "ban PREFIX --for TIME [--reason TEXT] [--force]", "drop every packet of PREFIX for TIME (10m)",
+     true},
+    {Verb::unban, "unban", "unban PREFIX", "lift the ban of PREFIX now", true},
+    {Verb::bans, "bans", "bans", "bans in force: expiry, reason, who, drops", false},
 };
 inline constexpr std::size_t kVerbCount = std::size(kVerbs);
 
@@ -66,7 +73,7 @@ constexpr bool verbs_in_enum_order() {
     return true;
 }
 static_assert(verbs_in_enum_order(), "kVerbs lists every Verb once, in enum order");
-static_assert(static_cast<std::size_t>(Verb::top) + 1 == kVerbCount, "a Verb without a row in kVerbs");
+static_assert(static_cast<std::size_t>(Verb::bans) + 1 == kVerbCount, "a Verb without a row in kVerbs");
 
 constexpr const VerbSpec& spec_of(Verb verb) { return kVerbs[static_cast<std::size_t>(verb)]; }
 

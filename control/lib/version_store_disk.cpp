@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// The version store on disk: the file names of a version, durable writes
-// (temp file, fsync, rename, fsync the directory), the .meta JSON, and the
-// metas of older daemons in key=value lines, read once and rewritten as JSON.
+// The version store on disk: the file names of a version, written durably
+// (durable_file.h), the .meta JSON, and the metas of older daemons in
+// key=value lines, read once and rewritten as JSON.
 // Apart from version_store.cpp so the store's operations (numbering,
 // compare-and-swap, rollback) know nothing of files and formats.
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,72 +17,18 @@
 #include <optional>
 #include <system_error>
 
-#include "unique_fd.h"
+#include "durable_file.h"
 #include "version_store_internal.h"
 
 namespace sluice::version_store_internal {
 namespace {
 
-constexpr std::string_view kTempSuffix = ".tmp";
 constexpr size_t kVersionDigits = 12;
 constexpr std::string_view kListsDir = "lists";
 
 std::string errno_text(int error) { return std::strerror(error); }
 
 std::string join_path(const std::string& dir, std::string_view name) { return dir + "/" + std::string(name); }
-
-Status fsync_dir(const std::string& dir) {
-    UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (fd.get() < 0) return Error{"cannot open directory " + dir + ": " + errno_text(errno)};
-    if (::fsync(fd.get()) != 0) return Error{"cannot fsync directory " + dir + ": " + errno_text(errno)};
-    return ok_status();
-}
-
-// Replaces dir/name with `content` so that after a crash the file is either
-// the old one or the new one, never a mix: temp file, fsync, rename, fsync dir.
-Status write_file_durably(const std::string& dir, std::string_view name, std::string_view content) {
-    const std::string path = join_path(dir, name);
-    const std::string temp = path + std::string(kTempSuffix);
-    UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.get() < 0) return Error{"cannot create " + temp + ": " + errno_text(errno)};
-    // A failed write leaves no temp file behind: on a full disk it would hold
-    // the space the next attempt needs.
-    struct RemoveTemp {
-        const std::string& temp;
-        bool armed = true;
-        ~RemoveTemp() {
-            if (armed) ::unlink(temp.c_str());
-        }
-    } remove_temp{temp};
-    size_t written = 0;
-    while (written < content.size()) {
-        const ssize_t n = ::write(fd.get(), content.data() + written, content.size() - written);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return Error{"cannot write " + temp + ": " + errno_text(errno)};
-        written += static_cast<size_t>(n);
-    }
-    if (::fsync(fd.get()) != 0) return Error{"cannot fsync " + temp + ": " + errno_text(errno)};
-    if (fd.close() != 0) return Error{"cannot close " + temp + ": " + errno_text(errno)};
-    if (::rename(temp.c_str(), path.c_str()) != 0)
-        return Error{"cannot rename " + temp + " to " + path + ": " + errno_text(errno)};
-    remove_temp.armed = false;
-    return fsync_dir(dir);
-}
-
-Result<std::string> read_file(const std::string& path) {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) return Error{"cannot read " + path + ": " + errno_text(errno)};
-    std::string content;
-    char buffer[65536];
-    for (;;) {
-        const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return Error{"cannot read " + path + ": " + errno_text(errno)};
-        if (n == 0) break;
-        content.append(buffer, static_cast<size_t>(n));
-    }
-    return content;
-}
 
 std::string file_stem(uint64_t version) {
     std::string digits = std::to_string(version);
@@ -240,7 +185,7 @@ Result<std::set<uint64_t>> list_committed_versions(const std::string& dir, std::
         const std::string name = it->path().filename().string();
         const std::string path = it->path().string();
         if (name == kListsDir && it->is_directory()) continue;
-        if (name.ends_with(kTempSuffix)) {
+        if (name.ends_with(kDurableTempSuffix)) {
             // Never read: removed so it holds no space (unlink leaves a
             // directory of that name alone, and says so).
             if (::unlink(path.c_str()) == 0)

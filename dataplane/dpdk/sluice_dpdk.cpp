@@ -81,6 +81,10 @@ void declare_options(CLI::App& app, Options& options) {
         ->type_name("N")
         ->check(CLI::Range(1u, SLUICE_PREFIX_CAPACITY_MAX))
         ->capture_default_str();
+    app.add_option("--max-bans", options.daemon.max_bans, "timed bans in force at once (sluicectl ban)")
+        ->type_name("N")
+        ->check(CLI::Range(1u, SLUICE_MAX_BANS))
+        ->capture_default_str();
     app.add_option("--mbufs", options.mbufs, "mbufs in the packet pool, frames queued by shaping included")
         ->type_name("N")
         ->check(CLI::Range(uint32_t{1024}, UINT32_MAX))

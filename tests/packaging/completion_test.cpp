@@ -152,7 +152,9 @@ TEST_P(CompletionTest, LoadsAndRegistersForSluicectl) {
 TEST_P(CompletionTest, Verbs) {
     EXPECT_EQ(candidates("sluicectl po"), Candidates({"policy"}));
     EXPECT_EQ(candidates("sluicectl st"), Candidates({"stats", "status"}));
-    EXPECT_EQ(candidates("sluicectl "), Candidates({"attach", "detach", "policy", "stats", "status", "top"}));
+    EXPECT_EQ(candidates("sluicectl "),
+              Candidates({"attach", "ban", "bans", "detach", "policy", "stats", "status", "top", "unban"}));
+    EXPECT_EQ(candidates("sluicectl ba"), Candidates({"ban", "bans"}));
     EXPECT_EQ(candidates("sluicectl x"), Candidates());
     // Global options and their values are stepped over.
     EXPECT_EQ(candidates("sluicectl --socket /nonexistent/s --timeout 5 --json to"), Candidates({"top"}));

@@ -40,6 +40,8 @@ TEST(DaemonConfig, ThePackagedExampleLoadsAndMatchesTheDefaults) {
     EXPECT_EQ(example.value().source_capacity, defaults.value().source_capacity);
     EXPECT_EQ(example.value().prefix_capacity, defaults.value().prefix_capacity);
     EXPECT_EQ(example.value().max_push_bytes, defaults.value().max_push_bytes);
+    EXPECT_EQ(example.value().max_bans, defaults.value().max_bans);
+    EXPECT_EQ(defaults.value().max_bans, 1024u);
     // Installed as a conffile and started at once: it must attach to nothing
     // until the operator names an interface.
     EXPECT_TRUE(example.value().interfaces.empty());
@@ -59,6 +61,7 @@ source_capacity = 4096
 drop_sample_period = 1
 prefix_capacity = 2000000
 max_push_bytes = 1073741824
+max_bans = 4096
 [[interface]]
 name = "sl0"
 [[interface]]
@@ -78,6 +81,7 @@ mode = "generic"
     EXPECT_EQ(c.drop_sample_period, 1u);
     EXPECT_EQ(c.prefix_capacity, 2000000u);
     EXPECT_EQ(c.max_push_bytes, uint64_t{1} << 30);
+    EXPECT_EQ(c.max_bans, 4096u);
     ASSERT_EQ(c.interfaces.size(), 2u);
     EXPECT_EQ(c.interfaces[0].mode, XdpMode::native);
     EXPECT_EQ(c.interfaces[1].name, "sl1");
@@ -157,6 +161,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "prefix_capacity"},
         Refusal{"max_push_bytes = 10", "c.toml:1:18: max_push_bytes: expected an integer in 1024..4294967296",
                 "max_push_bytes"},
+        Refusal{"max_bans = 0", "c.toml:1:12: max_bans: expected an integer in 1..4096 (timed bans in force at once)",
+                "max_bans"},
+        Refusal{"max_bans = 4097",
+                "c.toml:1:12: max_bans: expected an integer in 1..4096 (timed bans in force at once)", "max_bans"},
+        Refusal{"max_bans = \"many\"",
+                "c.toml:1:12: max_bans: expected an integer in 1..4096 (timed bans in force at once)", "max_bans"},
         Refusal{"[[interface]]\nmode = \"native\"", "c.toml:1:1: interface.name: missing", "interface.name"},
         Refusal{"[[interface]]\nname = \"a/b\"", "c.toml:2:8: interface.name: \"a/b\" is not", "interface.name"},
         Refusal{"[[interface]]\nname = \"sl0\"\n[[interface]]\nname = \"sl0\"",

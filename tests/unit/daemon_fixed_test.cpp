@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -75,6 +76,17 @@ class FakePoint : public EnforcementPoint {
     bool decision_cost_enabled() const override { return true; }
     std::string kind() const override { return "dpdk"; }
     uint64_t window_restarts() const override { return 2; }  // as if applies had restarted two window counts
+    Status set_bans(const std::vector<DataplaneBan>& bans) override {
+        if (auto checked = check_bans(bans); !checked) return checked;
+        std::lock_guard lock(mutex_);
+        bans_ = bans;
+        ban_sets_++;
+        return ok_status();
+    }
+    Result<std::vector<sluice_counter>> ban_counters() override {
+        std::lock_guard lock(mutex_);
+        return ban_counters_;
+    }
 
     void set_counter(uint32_t class_id, uint32_t verdict, uint32_t reason, sluice_counter value) {
         std::lock_guard lock(mutex_);
@@ -88,6 +100,19 @@ class FakePoint : public EnforcementPoint {
         std::lock_guard lock(mutex_);
         return applied_;
     }
+    // The bans the last set_bans made the ones in force, and how many sets it was given.
+    std::vector<DataplaneBan> bans() const {
+        std::lock_guard lock(mutex_);
+        return bans_;
+    }
+    size_t ban_sets() const {
+        std::lock_guard lock(mutex_);
+        return ban_sets_;
+    }
+    void set_ban_counter(uint32_t slot, sluice_counter value) {
+        std::lock_guard lock(mutex_);
+        ban_counters_[slot] = value;
+    }
 
   private:
     mutable std::mutex mutex_;
@@ -96,6 +121,9 @@ class FakePoint : public EnforcementPoint {
     std::vector<sluice_counter> counters_ = std::vector<sluice_counter>(SLUICE_COUNTER_SLOTS);
     std::array<uint64_t, SLUICE_STAT_COUNT> stats_{};
     std::vector<sluice_drop_event> events_;
+    std::vector<DataplaneBan> bans_;
+    size_t ban_sets_ = 0;
+    std::vector<sluice_counter> ban_counters_ = std::vector<sluice_counter>(SLUICE_MAX_BANS);
     std::atomic<uint64_t> now_ns_{kFakeClockStartNs};
 };
 
@@ -136,6 +164,7 @@ class DaemonFixedTest : public ::testing::Test {
         config.state_dir = dir_ + "/state";
         config.metrics_address = "";  // an HTTP server takes seconds to stop
         config.log_level = LogLevel::warn;
+        config.max_bans = max_bans_;
         return config;
     }
 
@@ -204,6 +233,7 @@ class DaemonFixedTest : public ::testing::Test {
     }
 
     std::string dir_, socket_;
+    uint32_t max_bans_ = BanStore::kDefaultMaxBans;
     FakePoint* point_ = nullptr;  // owned by daemon_
     std::unique_ptr<Daemon> daemon_;
     DaemonSignals signals_;
@@ -426,6 +456,157 @@ TEST_F(DaemonFixedTest, APenaltyOfAClassWithoutOneIsNotShown) {
     ASSERT_EQ(sources.size(), 1u) << sources.dump();
     EXPECT_TRUE(sources[0]["restriction"].is_null()) << sources.dump();
     EXPECT_EQ(ctl_json({"top"})["penalties_active"], 0);
+}
+
+TEST_F(DaemonFixedTest, ABanReachesThePortAndUnbanLiftsIt) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    EXPECT_GE(point_->ban_sets(), 1u) << "the port got the bans in force (none) when it was taken on";
+    EXPECT_TRUE(point_->bans().empty());
+    const CtlRun banned = ctl({"ban", "203.0.113.0/24", "--for", "10m", "--reason", "incident 42"});
+    ASSERT_EQ(banned.status, 0) << banned.err;
+    EXPECT_EQ(banned.out.rfind("banned 203.0.113.0/24 (10m 0s left, until ", 0), 0u) << banned.out;
+    EXPECT_NE(banned.out.find(", slot 0)\n"), std::string::npos) << banned.out;
+
+    // In force on the port when the command returns, ending 10 minutes on from the port's own clock.
+    const std::vector<DataplaneBan> bans = point_->bans();
+    ASSERT_EQ(bans.size(), 1u);
+    EXPECT_EQ(prefix_text(bans[0].prefix), "203.0.113.0/24");
+    EXPECT_EQ(bans[0].slot, 0u);
+    EXPECT_NEAR(static_cast<double>(bans[0].until_ns), static_cast<double>(kFakeClockStartNs + 600 * kSecondNs),
+                2.0 * kSecondNs);
+
+    point_->set_ban_counter(0, {7, 448});
+    const json listed = ctl_json({"bans"});
+    EXPECT_EQ(listed["max_bans"], BanStore::kDefaultMaxBans);
+    ASSERT_EQ(listed["bans"].size(), 1u) << listed.dump();
+    const json& ban = listed["bans"][0];
+    EXPECT_EQ(ban["prefix"], "203.0.113.0/24");
+    EXPECT_EQ(ban["reason"], "incident 42");
+    EXPECT_EQ(ban["uid"], ::getuid());
+    EXPECT_EQ(ban["forced"], false);
+    EXPECT_EQ(ban["slot"], 0);
+    EXPECT_EQ(ban["dropped_packets"], 7);
+    EXPECT_EQ(ban["dropped_bytes"], 448);
+    EXPECT_NEAR(ban["remaining_s"].get<double>(), 600, 2);
+    const auto unix_now =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    EXPECT_NEAR(ban["until_unix_s"].get<double>(), static_cast<double>(unix_now + 600), 2);
+    EXPECT_EQ(ban["until_unix_s"].get<uint64_t>(), (ban["until_unix_ns"].get<uint64_t>() + kSecondNs - 1) / kSecondNs);
+    const CtlRun human = ctl({"bans"});
+    EXPECT_EQ(human.out.rfind("1 ban in force (max_bans 1024)\nPREFIX ", 0), 0u) << human.out;
+    EXPECT_NE(human.out.find("\n203.0.113.0/24  "), std::string::npos) << human.out;
+    EXPECT_NE(human.out.find("  incident 42  "), std::string::npos) << human.out;
+    EXPECT_EQ(ctl_json({"status"})["bans"]["active"], 1);
+
+    const CtlRun lifted = ctl({"unban", "203.0.113.0/24"});
+    ASSERT_EQ(lifted.status, 0) << lifted.err;
+    EXPECT_EQ(lifted.out.rfind("unbanned 203.0.113.0/24 (banned since ", 0), 0u) << lifted.out;
+    EXPECT_NE(lifted.out.find(", 7 packets dropped)\n"), std::string::npos) << lifted.out;
+    EXPECT_TRUE(point_->bans().empty());
+    EXPECT_EQ(ctl_json({"bans"})["bans"], json::array());
+    const CtlRun again = ctl({"unban", "203.0.113.0/24"});
+    EXPECT_EQ(again.status, cli::kExitRefused);
+    EXPECT_NE(again.err.find("203.0.113.0/24 is not banned"), std::string::npos) << again.err;
+}
+
+TEST_F(DaemonFixedTest, ABanOfWhatAPassClassProtectsNeedsForce) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_EQ(ctl({"policy", "push", write_policy(test::kWebPasses, "p.toml")}).status, 0);
+    const CtlRun refused = ctl({"ban", "198.51.100.0/25", "--for", "10m"});
+    EXPECT_EQ(refused.status, cli::kExitRefused);
+    EXPECT_NE(refused.err.find("198.51.100.0/25 is protected by the running policy: class \"web\" (action pass) "
+                               "matches 198.51.100.0/24, which holds 198.51.100.0/25"),
+              std::string::npos)
+        << refused.err;
+    EXPECT_NE(refused.err.find("--force bans it all the same"), std::string::npos) << refused.err;
+    EXPECT_TRUE(point_->bans().empty());
+    EXPECT_EQ(ctl_json({"bans"})["bans"], json::array());
+
+    const CtlRun forced = ctl({"ban", "198.51.100.0/25", "--for", "10m", "--force"});
+    ASSERT_EQ(forced.status, 0) << forced.err;
+    EXPECT_NE(forced.out.find("\nforced over the running policy: class \"web\" (action pass) matches "
+                              "198.51.100.0/24, which holds 198.51.100.0/25\n"),
+              std::string::npos)
+        << forced.out;
+    EXPECT_EQ(point_->bans().size(), 1u);
+    EXPECT_EQ(ctl_json({"bans"})["bans"][0]["forced"], true);
+}
+
+TEST_F(DaemonFixedTest, ABanEndsByItself) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_EQ(ctl({"ban", "203.0.113.0/24", "--for", "1s"}).status, 0);
+    ASSERT_EQ(point_->bans().size(), 1u);
+    // The loop expires bans every time it wakes (at least every 250 ms).
+    for (int attempt = 0; attempt < 40 && !point_->bans().empty(); attempt++)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_TRUE(point_->bans().empty()) << "still in force 3 s after a 1 s ban";
+    EXPECT_EQ(ctl_json({"bans"})["bans"], json::array());
+    EXPECT_EQ(ctl_json({"status"})["bans"]["active"], 0);
+}
+
+TEST_F(DaemonFixedTest, BansAndTheirDropsSurviveARestart) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_EQ(ctl({"ban", "203.0.113.0/24", "--for", "10m"}).status, 0);
+    ASSERT_EQ(ctl({"ban", "2001:db8::/48", "--for", "1h", "--reason", "scanner"}).status, 0);
+    point_->set_ban_counter(1, {5, 500});
+    stop();
+    EXPECT_TRUE(std::filesystem::exists(dir_ + "/state/bans.json"));
+
+    // A restarted appliance: a fresh port, whose counters start at zero.
+    ASSERT_NO_FATAL_FAILURE(start());
+    std::vector<DataplaneBan> bans = point_->bans();
+    ASSERT_EQ(bans.size(), 2u);
+    std::sort(bans.begin(), bans.end(), [](const auto& a, const auto& b) { return a.slot < b.slot; });
+    EXPECT_EQ(prefix_text(bans[0].prefix), "203.0.113.0/24");
+    EXPECT_EQ(prefix_text(bans[1].prefix), "2001:db8::/48");
+    EXPECT_EQ(bans[1].slot, 1u);
+    point_->set_ban_counter(1, {2, 200});
+    const json listed = ctl_json({"bans"});
+    ASSERT_EQ(listed["bans"].size(), 2u) << listed.dump();
+    const json& v6 = listed["bans"][1];
+    EXPECT_EQ(v6["prefix"], "2001:db8::/48");
+    EXPECT_EQ(v6["reason"], "scanner");
+    EXPECT_EQ(v6["dropped_packets"], 7) << "5 kept at the stop, 2 since";
+    EXPECT_EQ(v6["dropped_bytes"], 700);
+    EXPECT_EQ(listed["bans"][0]["dropped_packets"], 0);
+}
+
+TEST_F(DaemonFixedTest, ABannedSourceIsMarkedInTop) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_EQ(ctl({"ban", "198.51.100.0/24", "--for", "10m"}).status, 0);
+    const json sources = top_after_event(SLUICE_CLASS_UNCLASSIFIED, SLUICE_VERDICT_DROP);
+    ASSERT_EQ(sources.size(), 1u) << sources.dump();
+    const json& restriction = sources[0]["restriction"];
+    ASSERT_TRUE(restriction.is_object()) << sources.dump();
+    EXPECT_EQ(restriction["kind"], "ban");
+    EXPECT_EQ(restriction["prefix"], "198.51.100.0/24");
+    EXPECT_NEAR(restriction["remaining_s"].get<double>(), 600, 2);
+    EXPECT_EQ(ctl_json({"top"})["bans_active"], 1);
+    const CtlRun human = ctl({"top"});
+    EXPECT_NE(human.out.find("\n1 ban in force (sluicectl bans)\n"), std::string::npos) << human.out;
+    EXPECT_NE(human.out.find("  ban 10m 0s left\n"), std::string::npos) << human.out;
+    EXPECT_NE(human.out.find("\nban: in a banned prefix"), std::string::npos) << human.out;
+
+    ASSERT_EQ(ctl({"unban", "198.51.100.0/24"}).status, 0);
+    EXPECT_TRUE(ctl_json({"top"})["sources"][0]["restriction"].is_null());
+}
+
+TEST_F(DaemonFixedTest, BansPastMaxBansAreRefused) {
+    max_bans_ = 1;
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_EQ(ctl({"ban", "203.0.113.0/24", "--for", "10m"}).status, 0);
+    const CtlRun refused = ctl({"ban", "198.51.100.0/24", "--for", "10m"});
+    EXPECT_EQ(refused.status, cli::kExitRefused);
+    EXPECT_NE(refused.err.find("cannot ban 198.51.100.0/24: 1 ban is in force, as many as max_bans allows"),
+              std::string::npos)
+        << refused.err;
+    EXPECT_EQ(point_->bans().size(), 1u);
+    const CtlRun rebanned = ctl({"ban", "203.0.113.0/24", "--for", "1h", "--reason", "longer"});
+    ASSERT_EQ(rebanned.status, 0) << rebanned.err;
+    EXPECT_EQ(rebanned.out.rfind("re-banned 203.0.113.0/24 (1h 0m left, until ", 0), 0u) << rebanned.out;
+    EXPECT_NE(rebanned.out.find("its slot 0 and 0 packets dropped kept"), std::string::npos) << rebanned.out;
+    EXPECT_NEAR(static_cast<double>(point_->bans()[0].until_ns),
+                static_cast<double>(kFakeClockStartNs + 3600 * kSecondNs), 2.0 * kSecondNs);
 }
 
 TEST_F(DaemonFixedTest, AttachAndDetachAreRefusedBecauseThePortsAreFixed) {

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "bans.h"
 #include "penalties.h"
 #include "sluice/abi.h"
 
@@ -91,6 +92,22 @@ TEST(DocsConstants, TheArchitectureStatesTheBoundOfThePenaltiesInForce) {
     const std::string architecture = read_doc(kExamples.parent_path() / "ARCHITECTURE.md");
     const std::string stated = joined("≤ ", with_commas(PenaltiesInForce::kDefaultCapacity), " per interface");
     EXPECT_NE(architecture.find(stated), std::string::npos) << "ARCHITECTURE.md should say: " << stated;
+}
+
+TEST(DocsConstants, TheReadmeAndArchitectureStateTheBanLimits) {
+    const std::string limits =
+        "default " + with_commas(BanStore::kDefaultMaxBans) + ", at most " + with_commas(SLUICE_MAX_BANS);
+    const std::string readme = read_doc(kExamples.parent_path() / "README.md");
+    EXPECT_NE(readme.find("at most `max_bans` (sluiced.toml; " + limits + ") at once"), std::string::npos)
+        << "README.md should say: " << limits;
+    const std::string architecture = read_doc(kExamples.parent_path() / "ARCHITECTURE.md");
+    EXPECT_NE(architecture.find("≤ max_bans in force (" + limits + " = `SLUICE_MAX_BANS`), each ≤ 30 d"),
+              std::string::npos)
+        << "ARCHITECTURE.md should say: " << limits;
+    EXPECT_NE(
+        readme.find("at most " + std::to_string(SLUICE_BAN_LENGTHS_MAX) + " prefix lengths (`SLUICE_BAN_LENGTHS_MAX`"),
+        std::string::npos);
+    EXPECT_EQ(BanStore::kMaxBanNs, 30 * 86'400 * SLUICE_NANO);
 }
 
 TEST(DocsConstants, ThePolicySchemaStatesThePrefixLimit) {

@@ -92,7 +92,7 @@ TEST(Metrics, DecisionsByInterfaceClassVerdictAndReason) {
     // A known class starts every series it can have at zero, so rate() works from the first packet.
     EXPECT_EQ(value(families, "sluice_packets_total", {{"class", "web"}, {"verdict", "drop"}, {"reason", "global"}}),
               0);
-    // ...but not impossible ones, and class 0 only has parse outcomes.
+    // ...but not impossible ones, and class 0 only has parse outcomes and bans' drops.
     EXPECT_FALSE(
         value(families, "sluice_packets_total", {{"class", "web"}, {"verdict", "pass"}, {"reason", "source"}}));
     EXPECT_FALSE(value(families, "sluice_packets_total", {{"class", "unclassified"}, {"reason", "admitted"}}));
@@ -187,6 +187,41 @@ TEST(Metrics, AClassWithAPenaltyStartsItsSeriesAtZero) {
     EXPECT_NE(text.find("sluice_penalties_active{class=\"web\",interface=\"sl0\"} 0"), std::string::npos) << text;
 }
 
+TEST(Metrics, BansInForceTheCapAndRefusals) {
+    DaemonSnapshot snapshot = snapshot_with_traffic();
+    snapshot.bans_active = 3;
+    snapshot.max_bans = 1024;
+    snapshot.bans_refused_cap = 2;
+    snapshot.bans_refused_protected = 5;
+    InterfaceSnapshot& sl0 = snapshot.interfaces[0];
+    sl0.counters[sluice_counter_index(SLUICE_CLASS_UNCLASSIFIED, SLUICE_VERDICT_DROP, SLUICE_REASON_BAN)] = {42, 2688};
+    const auto families = build_metric_families(snapshot);
+    EXPECT_EQ(value(families, "sluice_bans_active", {}), 3);
+    EXPECT_EQ(value(families, "sluice_bans_max", {}), 1024);
+    EXPECT_EQ(value(families, "sluice_bans_refused_total", {{"why", "cap"}}), 2);
+    EXPECT_EQ(value(families, "sluice_bans_refused_total", {{"why", "protected"}}), 5);
+    // Bans are checked before classification: their drops are class 0's.
+    EXPECT_EQ(value(families, "sluice_packets_total",
+                    {{"interface", "sl0"}, {"class", "unclassified"}, {"verdict", "drop"}, {"reason", "ban"}}),
+              42);
+    EXPECT_EQ(value(families, "sluice_bytes_total", {{"class", "unclassified"}, {"reason", "ban"}}), 2688);
+    const std::string text = prometheus::TextSerializer().Serialize(families);
+    EXPECT_NE(text.find("# TYPE sluice_bans_active gauge\nsluice_bans_active 3"), std::string::npos) << text;
+    EXPECT_NE(text.find("sluice_bans_refused_total{why=\"cap\"} 2"), std::string::npos) << text;
+}
+
+TEST(Metrics, BansDropsStartAtZeroAndOnlyForClassZero) {
+    const auto families = build_metric_families(snapshot_with_traffic());
+    EXPECT_EQ(value(families, "sluice_bans_active", {}), 0);
+    EXPECT_EQ(value(families, "sluice_bans_refused_total", {{"why", "cap"}}), 0);
+    EXPECT_EQ(
+        value(families, "sluice_packets_total", {{"class", "unclassified"}, {"verdict", "drop"}, {"reason", "ban"}}),
+        0);
+    EXPECT_FALSE(
+        value(families, "sluice_packets_total", {{"class", "unclassified"}, {"verdict", "pass"}, {"reason", "ban"}}));
+    EXPECT_FALSE(value(families, "sluice_packets_total", {{"class", "default"}, {"reason", "ban"}}));
+}
+
 TEST(Metrics, CostStateAndPolicy) {
     const auto families = build_metric_families(snapshot_with_traffic());
     EXPECT_EQ(value(families, "sluice_bpf_run_time_seconds_total", {{"interface", "sl0"}}), 2.0);
@@ -277,6 +312,13 @@ TEST(Metrics, TheGrafanaDashboardQueriesExportedMetrics) {
     EXPECT_TRUE(std::any_of(queries.begin(), queries.end(), [](const std::string& query) {
         return query.find("sluice_packets_total") != std::string::npos &&
                query.find("reason=\"penalty\"") != std::string::npos;
+    }));
+    // So do bans.
+    EXPECT_TRUE(queried.count("sluice_bans_active"));
+    EXPECT_TRUE(queried.count("sluice_bans_refused_total"));
+    EXPECT_TRUE(std::any_of(queries.begin(), queries.end(), [](const std::string& query) {
+        return query.find("sluice_packets_total") != std::string::npos &&
+               query.find("reason=\"ban\"") != std::string::npos;
     }));
 }
 

@@ -46,6 +46,18 @@ per_source = { rate = 500, burst = 1_000 }
 shadow = true
 )toml";
 
+// kTwoClasses with "web" passed untouched: what a ban of its prefix must not override unforced.
+inline constexpr std::string_view kWebPasses = R"toml(
+[[class]]
+name = "default"
+per_source = { rate = 1_000, burst = 2_000 }
+
+[[class]]
+name = "web"
+match = ["198.51.100.0/24"]
+action = "pass"
+)toml";
+
 // kTwoClasses with a penalty box on "web".
 inline constexpr std::string_view kWebWithPenalty = R"toml(
 [[class]]

@@ -74,6 +74,18 @@ TEST(SluicectlArgs, EachCommandBuildsItsRequest) {
         {{"top"}, "top", {{"n", 20}}},  // the default is sent, not left to sluiced
         {{"top", "-n", "5"}, "top", {{"n", 5}}},
         {{"top", "--watch", "-n=1000"}, "top", {{"n", 1000}}},
+        {{"ban", "203.0.113.0/24", "--for", "10m"},
+         "ban",
+         {{"prefix", "203.0.113.0/24"}, {"for_s", 600}, {"force", false}}},
+        {{"ban", "--for=1d", "2001:db8::/48", "--reason", "incident 42: SYN flood", "--force"},
+         "ban",
+         {{"prefix", "2001:db8::/48"}, {"for_s", 86400}, {"reason", "incident 42: SYN flood"}, {"force", true}}},
+        {{"ban", "203.0.113.7", "--for", "90s"}, "ban", {{"prefix", "203.0.113.7"}, {"for_s", 90}, {"force", false}}},
+        {{"ban", "203.0.113.0/24", "--for", "2000ms"},
+         "ban",
+         {{"prefix", "203.0.113.0/24"}, {"for_s", 2}, {"force", false}}},
+        {{"unban", "203.0.113.0/24"}, "unban", {{"prefix", "203.0.113.0/24"}}},
+        {{"bans"}, "bans", json::object()},
     };
     for (const Case& test : cases) {
         const Invocation invocation = parse(test.args);
@@ -88,10 +100,12 @@ TEST(SluicectlArgs, EachCommandBuildsItsRequest) {
 
 TEST(SluicectlArgs, UsageErrorsSayWhatIsWrong) {
     const std::pair<std::vector<std::string>, std::string> cases[] = {
-        {{}, "missing command (commands: status, attach, detach, policy, stats, top; sluicectl --help lists them)"},
-        {{"frobnicate"},
-         "unknown command \"frobnicate\" (commands: status, attach, detach, policy, stats, top; sluicectl --help "
+        {{},
+         "missing command (commands: status, attach, detach, policy, stats, top, ban, unban, bans; sluicectl --help "
          "lists them)"},
+        {{"frobnicate"},
+         "unknown command \"frobnicate\" (commands: status, attach, detach, policy, stats, top, ban, unban, bans; "
+         "sluicectl --help lists them)"},
         {{"policy", "push"}, "policy push: FILE is required"},
         {{"policy", "push", "p.toml", "--if-version", "x"}, "policy push: --if-version: \"x\" is not a number"},
         {{"policy", "push", "p.toml", "--if-version", "-1"}, "policy push: --if-version: \"-1\" is not a number"},
@@ -132,6 +146,39 @@ TEST(SluicectlArgs, UsageErrorsSayWhatIsWrong) {
     EXPECT_EQ(overlong_env.usage_error.rfind("$SLUICE_SOCKET: ", 0), 0U) << overlong_env.usage_error;
     // --json before the error still shapes it.
     EXPECT_TRUE(parse({"--json", "nonsense"}).global.json);
+}
+
+TEST(SluicectlArgs, BanRefusesWhatSluicedWould) {
+    EXPECT_TRUE(parse({"ban", "203.0.113.0/24", "--for", "30d"}).ok());
+    EXPECT_TRUE(parse({"ban", "203.0.113.0/24", "--for", "1s", "--reason", "caf\u00e9 \"x\""}).ok());
+    EXPECT_EQ(parse({"ban", "203.0.113.0/24", "--for", "1s", "--reason", ""}).args["reason"], "");
+    const std::pair<std::vector<std::string>, std::string> cases[] = {
+        {{"ban"}, "ban: PREFIX is required"},
+        {{"ban", "203.0.113.0/24"}, "ban: --for is required"},
+        {{"ban", "203.0.113.5/24", "--for", "10m"}, "ban: PREFIX: \"203.0.113.5/24\" has host bits set past /24"},
+        {{"ban", "example.org", "--for", "10m"}, "ban: PREFIX: \"example.org\" is not an IPv4 or IPv6 prefix"},
+        {{"ban", "0.0.0.0/0", "--for", "10m"},
+         "ban: PREFIX: \"0.0.0.0/0\" is every address of its family; a ban is for a prefix (a class with action = "
+         "\"drop\" drops everything)"},
+        {{"ban", "203.0.113.0/24", "--for", "10"},
+         "ban: --for: expected a duration such as \"1s\", \"10m\" or \"500ms\" (an integer followed by ms, s, m, h or "
+         "d), got \"10\""},
+        {{"ban", "203.0.113.0/24", "--for", "31d"}, "ban: --for: \"31d\" is outside 1s..30d"},
+        {{"ban", "203.0.113.0/24", "--for", "0s"}, "ban: --for: \"0s\" is outside 1s..30d"},
+        {{"ban", "203.0.113.0/24", "--for", "1500ms"}, "ban: --for: \"1500ms\" is not a whole number of seconds"},
+        {{"ban", "203.0.113.0/24", "--for", "1m", "--reason", "two\nlines"},
+         "ban: --reason: reason has a control character (U+000A at byte 3); give it on one line, printable"},
+        {{"ban", "203.0.113.0/24", "--for", "1m", "--reason", std::string(201, 'x')},
+         "ban: --reason: reason is 201 bytes; at most 200"},
+        {{"ban", "203.0.113.0/24", "--for", "1m", "--reason", "\xff"},
+         "ban: --reason: reason is not UTF-8 (at byte 0)"},
+        {{"ban", "203.0.113.0/24", "--for", "1m", "--force=yes"}, "ban: --force: takes no value"},
+        {{"unban"}, "unban: PREFIX is required"},
+        {{"unban", "203.0.113.0/24", "--for", "1m"}, "unban: unknown option --for"},
+        {{"unban", "10.0.0.1/8"}, "unban: PREFIX: \"10.0.0.1/8\" has host bits set past /8"},
+        {{"bans", "203.0.113.0/24"}, "bans: unexpected argument \"203.0.113.0/24\""},
+    };
+    for (const auto& [args, expected] : cases) EXPECT_EQ(parse(args).usage_error, expected) << args.back();
 }
 
 TEST(SluicectlArgs, TopTakesOneToAThousandSources) {
@@ -317,14 +364,17 @@ TEST(SluicectlArgs, UsageListsEveryCommandOnOneLine) {
          {"\n  status ", "\n  attach IFNAME [--mode native|generic] ", "\n  detach IFNAME ",
           "\n  policy push FILE|- [--if-version N] [--dry-run] ", "\n  policy show [N] [--source] ",
           "\n  policy history ", "\n  policy rollback [--to N] [--dry-run] ", "\n  policy diff A B ",
-          "\n  stats [--watch] [--interval S] [--count K] ", "\n  top [-n N] [--watch] [--interval S] [--count K] "}) {
+          "\n  stats [--watch] [--interval S] [--count K] ", "\n  top [-n N] [--watch] [--interval S] [--count K] ",
+          "\n  ban PREFIX --for TIME [--reason TEXT] [--force] ", "\n  unban PREFIX ", "\n  bans "}) {
         EXPECT_NE(usage.find(synopsis), std::string::npos) << synopsis;
     }
     for (const char* option : {"\n  --socket PATH ", "\n  --json ", "\n  --timeout MS ", "\n  -h,--help ",
                                "\n  --version ", "$SLUICE_SOCKET", "\nExit status: "}) {
         EXPECT_NE(usage.find(option), std::string::npos) << option;
     }
-    for (const std::string& help : {usage, parse({"top", "--help"}).output, parse({"policy", "push", "-h"}).output}) {
+    EXPECT_NE(usage.find("policy rollback,\nban, unban.\n"), std::string::npos) << "the changing verbs, wrapped";
+    for (const std::string& help : {usage, parse({"top", "--help"}).output, parse({"policy", "push", "-h"}).output,
+                                    parse({"ban", "--help"}).output}) {
         std::istringstream lines(help);
         for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 100U) << line;
     }

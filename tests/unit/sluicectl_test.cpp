@@ -349,6 +349,67 @@ TEST(SluicectlOutput, TopShowsAKindOfRestrictionItDoesNotKnow) {
     EXPECT_EQ(text.substr(text.size() - std::string("quarantine\n").size()), "quarantine\n") << text;
 }
 
+TEST(SluicectlOutput, TopMarksBannedSourcesBesidePenalties) {
+    json held = top_result();
+    held["bans_active"] = 2;
+    held["sources"][0]["restriction"] = {
+        {"kind", "ban"}, {"prefix", "10.2.0.0/16"}, {"remaining_s", 539.4}, {"until_unix_s", 1796000540}};
+    held["sources"][1]["restriction"] = {{"kind", "penalty"}, {"remaining_s", 41.2}};
+    EXPECT_EQ(format_top(held),
+              "drops 12.3k/s in total; rates decay over ~10 s; from sampled drop events\n"
+              "2 bans in force (sluicectl bans)\n"
+              "RANK  SOURCE        CLASS   INTERFACE  DROP/s  SHARE  RESTRICTION\n"
+              "   1  10.2.0.1      greedy  sl0          9.8k  79.4%  ban 9m 0s left\n"
+              "   2  2001:db8:1::  web     sl1           120   1.0%  penalty 42s left\n"
+              "penalty: in its class's penalty box, every packet dropped until the time left has passed\n"
+              "ban: in a banned prefix (sluicectl bans), every packet dropped until the time left has passed\n");
+    held["bans_active"] = 1;
+    EXPECT_NE(format_top(held).find("\n1 ban in force (sluicectl bans)\n"), std::string::npos);
+}
+
+json bans_result() {
+    return json::parse(R"({"max_bans": 1024, "bans": [
+      {"prefix": "203.0.113.0/24", "created_unix_s": 1796218000, "until_unix_s": 1796218554, "remaining_s": 599.2,
+       "reason": "incident 42", "uid": 0, "user": "root", "forced": false, "slot": 0, "dropped_packets": 120345,
+       "dropped_bytes": 7702080},
+      {"prefix": "2001:db8::/48", "created_unix_s": 1796218000, "until_unix_s": 1796304954, "remaining_s": 86399.9,
+       "reason": "", "uid": 1000, "user": null, "forced": true, "slot": 1, "dropped_packets": 0,
+       "dropped_bytes": 0}]})");
+}
+
+TEST(SluicectlOutput, BansListPrefixExpiryReasonWhoAndDrops) {
+    EXPECT_EQ(format_bans(bans_result()),
+              "2 bans in force (max_bans 1024)\n"
+              "PREFIX          EXPIRES                 LEFT  REASON       WHO           FORCED  DROPPED_PKTS\n"
+              "203.0.113.0/24  2026-12-02T13:35:54Z  10m 0s  incident 42  root (uid 0)  no            120345\n"
+              "2001:db8::/48   2026-12-03T13:35:54Z   1d 0h  -            uid 1000      yes                0\n");
+    EXPECT_EQ(format_bans(json{{"max_bans", 8}, {"bans", json::array()}}),
+              "no bans in force (max_bans 8; sluicectl ban PREFIX --for TIME)\n");
+}
+
+TEST(SluicectlOutput, BanAndUnbanSayWhatChanged) {
+    json placed{{"ban", bans_result()["bans"][0]}, {"rebanned", false}, {"overrides", nullptr}};
+    EXPECT_EQ(format_ban(placed), "banned 203.0.113.0/24 (10m 0s left, until 2026-12-02T13:35:54Z, slot 0)\n");
+    placed["rebanned"] = true;
+    EXPECT_EQ(format_ban(placed),
+              "re-banned 203.0.113.0/24 (10m 0s left, until 2026-12-02T13:35:54Z): its end, reason and who "
+              "replaced; its slot 0 and 120345 packets dropped kept\n");
+    placed["rebanned"] = false;
+    placed["overrides"] = "class \"trusted\" (action pass) matches 203.0.0.0/16, which holds 203.0.113.0/24";
+    EXPECT_NE(format_ban(placed).find("\nforced over the running policy: class \"trusted\" (action pass) matches "
+                                      "203.0.0.0/16, which holds 203.0.113.0/24\n"),
+              std::string::npos);
+    EXPECT_EQ(format_unban(json{{"ban", bans_result()["bans"][0]}}),
+              "unbanned 203.0.113.0/24 (banned since 2026-12-02T13:26:40Z, 120345 packets dropped)\n");
+}
+
+TEST(SluicectlOutput, StatusCountsTheBansInForce) {
+    json with_bans = status_result();
+    with_bans["bans"] = {{"active", 2}, {"max_bans", 1024}, {"file", "/var/lib/sluice/bans.json"}};
+    EXPECT_NE(format_status(with_bans).find("\nbans: 2 in force (max_bans 1024; sluicectl bans)\n"), std::string::npos)
+        << format_status(with_bans);
+}
+
 // ---- end to end against a control socket -----------------------------------
 
 TEST(SluicectlExit, CodesFollowTheSpec) {
