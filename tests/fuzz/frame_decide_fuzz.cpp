@@ -10,7 +10,9 @@
 // parser reports is consistent, every decision names the level that refused
 // (or none), and over the whole run the class aggregate and the global
 // ceiling never admit more than burst + rate x elapsed, for every window.
-// The class has a penalty box, so its meter shares the small table.
+// The class has a penalty box, so its meter shares the small table. Every
+// parsed frame's ban keys (sluice_ban_key_make, at each prefix length of its
+// family) hold its address's first bits and nothing past them.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -121,6 +123,24 @@ void check_decision(const sluice_decision& d) {
     require(d.table != SLUICE_TABLE_PENALISED || d.reason == SLUICE_REASON_PENALTY, "a penalty starts with one");
 }
 
+// The ban key at each length: the family, the address's first `length`
+// bits, and zeros after them and in the padding.
+void check_ban_keys(const sluice_packet& pkt) {
+    const unsigned bits = pkt.family == SLUICE_FAMILY_IPV4 ? 32 : 128;
+    for (unsigned length = 0; length <= bits; length++) {
+        sluice_ban_key key;
+        std::memset(&key, 0xa5, sizeof(key));
+        sluice_ban_key_make(&key, &pkt, static_cast<__u8>(length));
+        require(key.family == pkt.family && key.length == length && key._pad[0] == 0 && key._pad[1] == 0,
+                "a ban key names its family and length, its padding zero");
+        for (unsigned bit = 0; bit < 128; bit++) {
+            const bool in_key = (key.addr[bit / 8] >> (7 - bit % 8)) & 1;
+            const bool in_source = (pkt.src[bit / 8] >> (7 - bit % 8)) & 1;
+            require(in_key == (bit < length && in_source), "a ban key holds the source's first bits and no more");
+        }
+    }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -147,6 +167,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const uint8_t status = sluice_parse(frame.get(), frame.get() + len, &pkt);
         check_parse(pkt, status, len);
         if (status != SLUICE_PARSE_OK) continue;
+        check_ban_keys(pkt);
 
         sluice_source_key key;
         sluice_source_key_make(&key, &pkt, &policy.cls);
