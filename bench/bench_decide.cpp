@@ -24,7 +24,8 @@
 // Refusals: the hot sources again, refused by a per-source limit of 1/s,
 // held in the penalty box, and banned (one of 1024 bans, the default
 // max_bans, covers each); the box and the ban must cost no more than the
-// refusal.
+// refusal. Beside them, what 1024 bans that cover nothing cost a packet
+// admitted at every level: the lease row's program with them, against it.
 //
 // Classification: the hot sources again, under a policy of 10 and of
 // --prefixes prefixes per family (realistic shapes, bench_prefixes.h), each
@@ -125,15 +126,17 @@ const Refusal kRefusals[] = {
     {"banned prefix", "banned", SLUICE_REASON_BAN, SLUICE_CLASS_UNCLASSIFIED, false, true},
 };
 
-// 1024 bans, the default max_bans: the hot sources' prefixes (192.0.2.0/24,
-// 2001:db8::/48) among /24s and /48s next to them, so the trie walk is as
-// deep as a full ban list makes it. An hour long: longer than any run.
-std::vector<DataplaneBan> bench_bans(uint64_t now_ns) {
+// 1024 bans, the default max_bans, of /24s and /48s side by side: with
+// `cover_hot_sources`, the hot sources' (192.0.2.0/24, 2001:db8::/48) among
+// them; without, the next ones, so every packet probes and finds none. An
+// hour long: longer than any run.
+const char* const kPastBans = "admitted past 1024 bans";
+std::vector<DataplaneBan> bench_bans(uint64_t now_ns, bool cover_hot_sources) {
     std::vector<DataplaneBan> bans;
     for (uint32_t i = 0; i < 1024; i++) {
         DataplaneBan ban{{}, now_ns + 3600 * SLUICE_NANO, i};
         ban.prefix.family = i % 2 ? SLUICE_FAMILY_IPV6 : SLUICE_FAMILY_IPV4;
-        const uint32_t n = i / 2;  // 0: the hot source's
+        const uint32_t n = i / 2 + (cover_hot_sources ? 0 : 1);  // 0: the hot source's
         if (ban.prefix.family == SLUICE_FAMILY_IPV4) {
             ban.prefix.length = 24;
             ban.prefix.addr = {192, static_cast<uint8_t>(n >> 8), static_cast<uint8_t>(2 + (n & 0xff))};
@@ -264,13 +267,27 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         if (!opened) return opened.error();
         const int fd = opened.value()->program_fd();
         if (refusal.banned)
-            if (auto status = opened.value()->set_bans(bench_bans(opened.value()->now_ns())); !status)
+            if (auto status = opened.value()->set_bans(bench_bans(opened.value()->now_ns(), true)); !status)
                 return status.error();
         refusing[refusal.name] = opened.value().get();
         dataplanes[{0, refusal.name}] = std::move(opened.value());
         for (size_t i = 0; i < 2; i++) {
             cases.push_back({&traffic[i], refusal.name, fd, 0, 0, {}, {}, refusal.name});
         }
+    }
+
+    // What bans cost the packets they do not cover: the lease row again, past 1024 bans.
+    {
+        auto opened = open_with(XdpOptions{}.source_capacity, [](uint32_t cpus) {
+            return single_class_policy(100'000'000'000, 4'000'000'000, Accuracy::lease, cpus);
+        });
+        if (!opened) return opened.error();
+        if (auto status = opened.value()->set_bans(bench_bans(opened.value()->now_ns(), false)); !status)
+            return status.error();
+        const int fd = opened.value()->program_fd();
+        dataplanes[{0, kPastBans}] = std::move(opened.value());
+        // In the refusal table only, where it sits beside the lease row.
+        for (size_t i = 0; i < 2; i++) cases.push_back({&traffic[i], kPastBans, fd, 0, 0, {}, {}, kPastBans});
     }
 
     // Warm up: every source inserted, caches and branch predictors primed.
@@ -282,7 +299,7 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         const uint32_t warm_up = std::max<uint32_t>(c.traffic->sources * 8, 1000);
         auto ns = test_run_cpu_ns(c.fd, udp_frame(c.traffic->ipv6), warm_up, &verdict);
         if (!ns) return ns.error();
-        bool drops = c.program == "baseline" || c.program == "probe" || !c.refusal.empty();
+        bool drops = c.program == "baseline" || c.program == "probe" || (!c.refusal.empty() && c.refusal != kPastBans);
         for (const WindowProgram& program : kWindowPrograms)
             drops = drops || (c.program == program.name() && program.refuses(*c.traffic));
         const uint32_t expected = drops ? 1u /* XDP_DROP */ : 2u /* XDP_PASS */;
@@ -422,6 +439,8 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
     for (const Refusal& refusal : kRefusals) refusal_columns.push_back(refusal.name + " ns");
     for (size_t r = 1; r < std::size(kRefusals); r++)
         refusal_columns.push_back(kRefusals[r].name + " / " + kRefusals[0].name);
+    refusal_columns.push_back("admitted ns");
+    refusal_columns.push_back(std::string(kPastBans) + " ns");
     Table refusal_table{"decide when a hot source is refused (1/s per source), same run", refusal_columns, {}};
     Json refusal_results = Json::array();
     for (const Refusal& refusal : kRefusals) {
@@ -440,7 +459,9 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
         const Traffic& t = traffic[i];
         std::map<std::string, const DecideCase*> of;
         for (const auto& c : cases)
-            if (c.traffic == &t && (!c.refusal.empty() || c.program == "baseline")) of[c.program] = &c;
+            if (c.traffic == &t && c.prefixes == 0 &&
+                (!c.refusal.empty() || c.program == "baseline" || c.program == "lease"))
+                of[c.program] = &c;
         const double baseline = lowest(of["baseline"]->ns), refused = lowest(of[kRefusals[0].name]->ns);
         Json row;
         row["traffic"] = t.name;
@@ -459,6 +480,13 @@ Status run_decide(const CommonOptions& /*run*/, const DecideOptions& options, Js
             ratios.push_back(fixed(ns / refused, 2));
         }
         cells.insert(cells.end(), ratios.begin(), ratios.end());
+        const double admitted = lowest(of["lease"]->ns), past_bans = lowest(of[kPastBans]->ns);
+        row["admitted_ns_per_decision"] = admitted;
+        row["admitted_past_bans_ns_per_decision"] = past_bans;
+        row["admitted_past_bans_ns_rounds"] = of[kPastBans]->ns;
+        row["bans_cost_ns"] = past_bans - admitted;
+        cells.push_back(fixed(admitted, 1));
+        cells.push_back(fixed(past_bans, 1));
         refusal_results.push_back(row);
         refusal_table.rows.push_back(cells);
     }

@@ -105,7 +105,8 @@ TEST_F(BenchSmoke, DecideReportsNsPerDecisionAndRatios) {
         if (row.value("table", "") == "refusals") {
             refusal_rows++;
             for (const char* key : {"refused_ns_per_decision", "penalised_ns_per_decision", "penalised_to_refused",
-                                    "banned_ns_per_decision", "banned_to_refused"})
+                                    "banned_ns_per_decision", "banned_to_refused", "admitted_ns_per_decision",
+                                    "admitted_past_bans_ns_per_decision"})
                 EXPECT_TRUE(is_figure(row.value(key, nlohmann::json{}))) << key << " in " << row.dump();
             continue;
         }
