@@ -317,26 +317,30 @@ Result<uint64_t> DpdkDataplane::active_version() {
     return slots_[active_.load(std::memory_order_acquire)].header.version;
 }
 
-Result<std::vector<sluice_counter>> DpdkDataplane::counters() {
-    std::vector<sluice_counter> sums(SLUICE_COUNTER_SLOTS);
-    for (const WorkerState* state : states_) {
-        for (uint32_t i = 0; i < SLUICE_COUNTER_SLOTS; i++) {
-            sums[i].packets += __atomic_load_n(&state->counters[i].packets, __ATOMIC_RELAXED);
-            sums[i].bytes += __atomic_load_n(&state->counters[i].bytes, __ATOMIC_RELAXED);
+namespace {
+
+// One array of counters summed over the workers (each writes its own; read relaxed).
+template <size_t Slots>
+std::vector<sluice_counter> sum_over_workers(const std::vector<WorkerState*>& states,
+                                             sluice_counter (WorkerState::*counters)[Slots]) {
+    std::vector<sluice_counter> sums(Slots);
+    for (const WorkerState* state : states) {
+        for (size_t i = 0; i < Slots; i++) {
+            sums[i].packets += __atomic_load_n(&(state->*counters)[i].packets, __ATOMIC_RELAXED);
+            sums[i].bytes += __atomic_load_n(&(state->*counters)[i].bytes, __ATOMIC_RELAXED);
         }
     }
     return sums;
 }
 
+}  // namespace
+
+Result<std::vector<sluice_counter>> DpdkDataplane::counters() {
+    return sum_over_workers(states_, &WorkerState::counters);
+}
+
 Result<std::vector<sluice_counter>> DpdkDataplane::ban_counters() {
-    std::vector<sluice_counter> sums(SLUICE_MAX_BANS);
-    for (const WorkerState* state : states_) {
-        for (uint32_t i = 0; i < SLUICE_MAX_BANS; i++) {
-            sums[i].packets += __atomic_load_n(&state->ban_counters[i].packets, __ATOMIC_RELAXED);
-            sums[i].bytes += __atomic_load_n(&state->ban_counters[i].bytes, __ATOMIC_RELAXED);
-        }
-    }
-    return sums;
+    return sum_over_workers(states_, &WorkerState::ban_counters);
 }
 
 BanTable BanTable::build(const std::vector<DataplaneBan>& bans) {

@@ -66,6 +66,27 @@ class Bans : public SluiceE2E {
         return drops;
     }
 
+    // A run of the banned flow and its neighbour for 2 s, with `command`
+    // given 0.8 s in: when it was asked and when it returned, and the run.
+    struct CommandInFlood {
+        int64_t asked_ns = 0, returned_ns = 0;
+        std::optional<TrafficReport> run;
+    };
+    CommandInFlood command_in_flood(const std::vector<std::string>& command, const std::string& name) {
+        CommandInFlood result;
+        const pid_t flood = start_traffic({kBanned, kNeighbour}, 2.0, name);
+        EXPECT_GT(flood, 0);
+        if (flood <= 0) return result;
+        std::this_thread::sleep_for(800ms);
+        result.asked_ns = unix_now_ns();
+        const ProcResult done = ctl(command);
+        result.returned_ns = unix_now_ns();
+        EXPECT_EQ(done.code, 0) << done.out << done.err;
+        result.run = finish_traffic(flood, 2.0, name);
+        if (result.run) expect_no_receiver_drops(*result.run);
+        return result;
+    }
+
     ProcResult ban(const std::vector<std::string>& args) {
         std::vector<std::string> command = {"ban"};
         command.insert(command.end(), args.begin(), args.end());
@@ -79,15 +100,12 @@ TEST_F(Bans, ABanDropsWithin50msOfTheCommandAndLiftsAtItsEnd) {
     ASSERT_TRUE(push_policy("policy.toml", policy_text()));
 
     // ---- 1. The ban, in the middle of a flood ---------------------------------------
-    const pid_t flood = start_traffic({kBanned, kNeighbour}, 2.0, "flood");
-    ASSERT_GT(flood, 0);
-    std::this_thread::sleep_for(800ms);
-    const ProcResult banned = ban({"10.1.0.0/16", "--for", "3s", "--reason", "e2e flood"});
-    const int64_t returned = unix_now_ns();
-    ASSERT_EQ(banned.code, 0) << banned.out << banned.err;
-    const auto run = finish_traffic(flood, 2.0, "flood");
+    const CommandInFlood banned =
+        command_in_flood({"ban", "10.1.0.0/16", "--for", "3s", "--reason", "e2e flood"}, "flood");
+    const int64_t returned = banned.returned_ns;
+    const auto& run = banned.run;
     ASSERT_TRUE(run);
-    ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*run));
+    ASSERT_FALSE(HasFailure());
     const FlowCount& hit = run->flow("banned");
     const FlowCount& neighbour = run->flow("neighbour");
     figure_line("ban", "the banned flow's last frame arrived " + ms_text(hit.last_received_unix_ns - returned) +
@@ -144,16 +162,11 @@ TEST_F(Bans, ARestartKeepsABanAndUnbanLiftsItAtOnce) {
     EXPECT_EQ(listed[0].value("prefix", ""), "10.1.0.0/16");
     EXPECT_EQ(listed[0].value("reason", ""), "kept");
 
-    const pid_t flood = start_traffic({kBanned, kNeighbour}, 2.0, "unban");
-    ASSERT_GT(flood, 0);
-    std::this_thread::sleep_for(800ms);
-    const int64_t asked = unix_now_ns();
-    const ProcResult unbanned = ctl({"unban", "10.1.0.0/16"});
-    const int64_t returned = unix_now_ns();
-    ASSERT_EQ(unbanned.code, 0) << unbanned.out << unbanned.err;
-    const auto run = finish_traffic(flood, 2.0, "unban");
+    const CommandInFlood unbanned = command_in_flood({"unban", "10.1.0.0/16"}, "unban");
+    const int64_t asked = unbanned.asked_ns, returned = unbanned.returned_ns;
+    const auto& run = unbanned.run;
     ASSERT_TRUE(run);
-    ASSERT_NO_FATAL_FAILURE(expect_no_receiver_drops(*run));
+    ASSERT_FALSE(HasFailure());
     const FlowCount& hit = run->flow("banned");
     figure_line("unban", "the first frame after `sluicectl unban` arrived " +
                              ms_text(hit.first_received_unix_ns - returned) + " after it returned");
