@@ -193,7 +193,8 @@ void Daemon::register_ban_handlers() {
                            .reason = reason.value(),
                            .uid = peer.uid,
                            .force = force.value()};
-        auto placed = bans_.ban(request, unix_now_ns(), *policy_->pass_protection());
+        auto placed = policy_->with_pass_protection(
+            [&](const PassProtection& protection) { return bans_.ban(request, unix_now_ns(), protection); });
         if (!placed) {
             log(LogLevel::warn, "ban refused",
                 {{"prefix", text.value()}, {"peer_uid", std::to_string(peer.uid)}, {"error", placed.error().message}});

@@ -206,7 +206,7 @@ void PolicyService::remember_facts(const PolicyVersion& version, const CompiledP
     facts_.fleet = compiled.fleet;
     facts_.requests = compiled.requests;
     facts_.request_domains = compiled.request_domains;
-    facts_.pass = std::make_shared<const PassProtection>(sluice::pass_protection(compiled, version.class_ids));
+    facts_.pass = sluice::pass_protection(compiled, version.class_ids);
 }
 
 const PolicyService::CurrentFacts& PolicyService::current_facts() const {
@@ -243,11 +243,6 @@ PolicyService::RequestPolicy PolicyService::request_policy() const {
     std::lock_guard<std::mutex> lock(mutex_);
     const CurrentFacts& facts = current_facts();
     return {facts.version, facts.requests, facts.request_domains};
-}
-
-std::shared_ptr<const PassProtection> PolicyService::pass_protection() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return current_facts().pass;
 }
 
 std::vector<PolicyVersion> PolicyService::history() const {

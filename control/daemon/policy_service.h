@@ -17,7 +17,6 @@
 
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -98,9 +97,15 @@ class PolicyService {
         std::vector<RequestDomain> domains;
     };
     RequestPolicy request_policy() const;
-    // What the current version's pass classes protect from a ban (bans.h;
-    // empty without a version), compiled as shadow_classes().
-    std::shared_ptr<const PassProtection> pass_protection() const;
+    // Calls fn with what the current version's pass classes protect from a
+    // ban (bans.h; nothing without a version), under the service's lock, and
+    // returns what it returns. A callback, not a copy: with a default class
+    // that passes, it holds every prefix of the classes that limit or drop.
+    template <class Fn>
+    auto with_pass_protection(Fn&& fn) const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return fn(current_facts().pass);
+    }
     Result<PolicyVersion> get(uint64_t version) const;
 
   private:
@@ -134,9 +139,7 @@ class PolicyService {
         std::vector<FleetQuota> fleet;
         std::vector<RequestClass> requests;
         std::vector<RequestDomain> request_domains;
-        // Shared, not copied: with a default class that passes it holds
-        // every prefix of the classes that limit or drop.
-        std::shared_ptr<const PassProtection> pass = std::make_shared<PassProtection>();
+        PassProtection pass;
     };
     const CurrentFacts& current_facts() const;  // with mutex_ held
     mutable CurrentFacts facts_;

@@ -309,8 +309,8 @@ Result<BanOutcome> BanStore::ban(const BanRequest& request, uint64_t now_unix_ns
         refused_at_cap_++;
         return Error{"cannot ban " + banned + ": " + std::to_string(next.size()) +
                          (next.size() == 1 ? " ban is" : " bans are") +
-                         " in force, as many as max_bans allows (sluiced.toml; 1.." + std::to_string(SLUICE_MAX_BANS) +
-                         "); unban one or raise max_bans",
+                         " in force, as many as max_bans allows (sluiced.toml, or sluice-dpdk --max-bans; 1.." +
+                         std::to_string(SLUICE_MAX_BANS) + "); unban one or raise max_bans",
                      "max_bans"};
     }
     Ban ban;

@@ -163,8 +163,8 @@ TEST_F(BanStoreTest, TheCapRefusesANewBanAndCountsIt) {
     auto refused = store.ban(request("192.0.2.0/24", 60 * kSecond), kNow, kNoPolicy);
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.error().message,
-              "cannot ban 192.0.2.0/24: 2 bans are in force, as many as max_bans allows (sluiced.toml; 1..4096); "
-              "unban one or raise max_bans");
+              "cannot ban 192.0.2.0/24: 2 bans are in force, as many as max_bans allows (sluiced.toml, or "
+              "sluice-dpdk --max-bans; 1..4096); unban one or raise max_bans");
     EXPECT_EQ(refused.error().setting, "max_bans");
     EXPECT_EQ(store.refused_at_cap(), 1u);
     EXPECT_EQ(store.bans().size(), 2u);
