@@ -19,10 +19,6 @@ namespace {
 
 using json = nlohmann::json;
 
-bool same_prefix(const PolicyPrefix& a, const PolicyPrefix& b) { return !prefix_less(a, b) && !prefix_less(b, a); }
-
-unsigned family_bits(uint8_t family) { return family == SLUICE_FAMILY_IPV4 ? 32 : 128; }
-
 std::string class_text(const PassProtection& protection, uint32_t class_id) {
     const auto named = protection.class_names.find(class_id);
     return named != protection.class_names.end() ? "class \"" + named->second + "\""

@@ -244,7 +244,7 @@ Status validate(const CompiledPolicy& policy) {
     size_t v4 = 0, v6 = 0;
     for (size_t i = 0; i < policy.prefixes.size(); i++) {
         const PolicyPrefix& p = policy.prefixes[i];
-        const unsigned bits = p.family == SLUICE_FAMILY_IPV4 ? 32 : 128;
+        const unsigned bits = family_bits(p.family);
         if (p.family != SLUICE_FAMILY_IPV4 && p.family != SLUICE_FAMILY_IPV6)
             return policy_error("prefix with unknown family " + std::to_string(p.family));
         if (p.length > bits)
@@ -473,7 +473,7 @@ Result<PolicyPrefix> parse_prefix(const std::string& cidr, uint32_t class_id) {
     } else {
         return Error{"\"" + cidr + "\" is not an IPv4 or IPv6 prefix"};
     }
-    const unsigned bits = p.family == SLUICE_FAMILY_IPV4 ? 32 : 128;
+    const unsigned bits = family_bits(p.family);
     p.length = static_cast<uint8_t>(bits);
     if (slash != std::string::npos) {
         const std::string len = cidr.substr(slash + 1);

@@ -65,6 +65,9 @@ struct CompiledPolicy {
     const sluice_class_entry* find_class(uint32_t class_id) const;
 };
 
+// Address bits of a family: 32 or 128.
+inline unsigned family_bits(uint8_t family) { return family == SLUICE_FAMILY_IPV4 ? 32 : 128; }
+
 // No bit set past the prefix's length. Inline: validate() runs it on every prefix.
 inline bool host_bits_clear(const PolicyPrefix& p) {
     const unsigned full = p.length / 8;
@@ -94,6 +97,7 @@ inline bool prefix_less(const PolicyPrefix& a, const PolicyPrefix& b) {
     if (const uint64_t x = half(a, 8), y = half(b, 8); x != y) return x < y;
     return a.length < b.length;
 }
+inline bool same_prefix(const PolicyPrefix& a, const PolicyPrefix& b) { return !prefix_less(a, b) && !prefix_less(b, a); }
 void sort_prefixes(std::vector<PolicyPrefix>& prefixes);
 
 // What turns a table holding `from` into one holding `to` (both sorted by

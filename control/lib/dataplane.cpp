@@ -14,7 +14,7 @@ Status check_bans(const std::vector<DataplaneBan>& bans) {
     prefixes.reserve(bans.size());
     for (const DataplaneBan& ban : bans) {
         const PolicyPrefix& p = ban.prefix;
-        const unsigned bits = p.family == SLUICE_FAMILY_IPV4 ? 32 : 128;
+        const unsigned bits = family_bits(p.family);
         if ((p.family != SLUICE_FAMILY_IPV4 && p.family != SLUICE_FAMILY_IPV6) || p.length > bits)
             return Error{"ban of an invalid prefix (family " + std::to_string(p.family) + ", length " +
                          std::to_string(p.length) + ")"};
@@ -28,9 +28,7 @@ Status check_bans(const std::vector<DataplaneBan>& bans) {
         prefixes.push_back(p);
     }
     sort_prefixes(prefixes);
-    const auto twice = std::adjacent_find(prefixes.begin(), prefixes.end(), [](const auto& a, const auto& b) {
-        return !prefix_less(a, b) && !prefix_less(b, a);
-    });
+    const auto twice = std::adjacent_find(prefixes.begin(), prefixes.end(), same_prefix);
     if (twice != prefixes.end()) return Error{prefix_text(*twice) + " is banned twice"};
     const BanLengths lengths = ban_lengths(bans);
     for (const auto& [family, used] : {std::pair{"IPv4", &lengths.v4}, std::pair{"IPv6", &lengths.v6}})

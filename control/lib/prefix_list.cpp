@@ -63,7 +63,7 @@ Status parse_token(std::string_view token, PolicyPrefix& prefix) {
             return Error{"\"" + std::string(token) + "\" is not an IPv4 or IPv6 address or prefix"};
         prefix.family = SLUICE_FAMILY_IPV6;
     }
-    const unsigned bits = prefix.family == SLUICE_FAMILY_IPV4 ? 32 : 128;
+    const unsigned bits = family_bits(prefix.family);
     unsigned length = bits;
     if (slash != std::string_view::npos) {
         const std::string_view digits = token.substr(slash + 1);

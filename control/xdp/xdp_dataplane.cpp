@@ -550,7 +550,12 @@ sluice_ban_key ban_key(const PolicyPrefix& p) {
     return key;
 }
 
-bool same_prefix(const PolicyPrefix& a, const PolicyPrefix& b) { return !prefix_less(a, b) && !prefix_less(b, a); }
+// The ban of `prefix` in `sorted` (ordered by prefix_less), or nullptr.
+const DataplaneBan* find_ban(const std::vector<DataplaneBan>& sorted, const PolicyPrefix& prefix) {
+    const auto at = std::lower_bound(sorted.begin(), sorted.end(), prefix,
+                                     [](const DataplaneBan& ban, const PolicyPrefix& p) { return prefix_less(ban.prefix, p); });
+    return at != sorted.end() && same_prefix(at->prefix, prefix) ? &*at : nullptr;
+}
 
 }  // namespace
 
@@ -579,11 +584,12 @@ Status XdpDataplane::set_bans(const std::vector<DataplaneBan>& bans) {
     // New entries first, then the lengths packets probe, then what went:
     // a packet never probes a length whose entries are half written.
     bans_known_ = false;  // until every change is in
-    for (const DataplaneBan& ban : bans) {
-        const bool unchanged = known && std::any_of(bans_held_.begin(), bans_held_.end(), [&](const DataplaneBan& h) {
-            return same_prefix(h.prefix, ban.prefix) && h.until_ns == ban.until_ns && h.slot == ban.slot;
-        });
-        if (unchanged) continue;
+    std::vector<DataplaneBan> next = bans;
+    std::sort(next.begin(), next.end(),
+              [](const DataplaneBan& a, const DataplaneBan& b) { return prefix_less(a.prefix, b.prefix); });
+    for (const DataplaneBan& ban : next) {
+        const DataplaneBan* had = known ? find_ban(bans_held_, ban.prefix) : nullptr;
+        if (had && had->until_ns == ban.until_ns && had->slot == ban.slot) continue;
         const sluice_ban_key key = ban_key(ban.prefix);
         const sluice_ban value{ban.until_ns, ban.slot, 0};
         if (const int err = bpf_map_update_elem(fd, &key, &value, BPF_ANY))
@@ -597,13 +603,12 @@ Status XdpDataplane::set_bans(const std::vector<DataplaneBan>& bans) {
     std::copy(probed.v6.begin(), probed.v6.end(), lengths.ban_length_v6);
     if (auto status = write_active(lengths, "writing the ban lengths"); !status) return status;
     for (const PolicyPrefix& prefix : held) {
-        if (std::any_of(bans.begin(), bans.end(), [&](const auto& b) { return same_prefix(b.prefix, prefix); }))
-            continue;
+        if (find_ban(next, prefix)) continue;
         const sluice_ban_key key = ban_key(prefix);
         if (const int err = bpf_map_delete_elem(fd, &key); err && error_code(err) != ENOENT)
             return syscall_error(SyscallOp::map_delete, "removing the ban of " + prefix_text(prefix), error_code(err));
     }
-    bans_held_ = bans;
+    bans_held_ = std::move(next);
     bans_known_ = true;
     return ok_status();
 }

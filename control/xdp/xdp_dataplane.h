@@ -188,8 +188,8 @@ class XdpDataplane : public EnforcementPoint {
     // An apply flipped slots since settle() last brought the standby slot's
     // prefixes up to the running ones.
     bool standby_behind_ = false;
-    // The bans the map holds, once this process wrote them (an adopted map
-    // is listed at the first set_bans).
+    // The bans the map holds, ordered by prefix_less, once this process
+    // wrote them (an adopted map is listed at the first set_bans).
     std::vector<DataplaneBan> bans_held_;
     bool bans_known_ = false;
     sluice_hash_key hash_key_{};
