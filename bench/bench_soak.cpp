@@ -12,7 +12,10 @@
 // It reports sluiced's RSS, open file descriptors and pinned BPF objects and
 // the decisions counted, at the start (after a 10 s warm-up) and at the end,
 // and how many calls of each kind failed (none should). sluiced runs with
-// detach_on_exit, so after its SIGTERM no pin may remain.
+// detach_on_exit, so after its SIGTERM no pin may remain. A --smoke run
+// keeps every kind of event but runs 6 s, with each 5 s period above cut
+// to 1 s and the warm-up to 1 s. The soak stops at once when the flood
+// fails or sluiced exits; failed calls are counted, and the run goes on.
 #include <signal.h>
 #include <unistd.h>
 
@@ -83,10 +86,19 @@ uint64_t decisions_in(const std::string& metrics) {
     return static_cast<uint64_t>(sum);
 }
 
+// How long the soak runs and how often things happen in it.
+struct Schedule {
+    double seconds;    // the whole soak
+    double warm_up_s;  // before the start sample
+    uint64_t every;    // seconds between pushes (or rollbacks), stats and top calls
+    double flood_s;    // each flood, before the other distribution takes over
+};
+
 class Soak {
   public:
-    Soak(const SoakOptions& options, veth::Topology& topology)
+    Soak(const SoakOptions& options, const Schedule& schedule, veth::Topology& topology)
         : options_(options),
+          schedule_(schedule),
           topology_(topology),
           dir_(fs::temp_directory_path() / ("sluice-bench-soak-" + tag())),
           bpffs_dir_("/sys/fs/bpf/sluice-bench-soak-" + tag()) {}
@@ -123,24 +135,25 @@ class Soak {
         return Error{"sluiced did not answer status within 10 s: " + log()};
     }
 
-    // Runs the load for `seconds` and samples at its start (after the
-    // warm-up) and its end.
-    Status run(double seconds, Json& report) {
+    // Runs the load with the generator called `generator` and samples at
+    // its start (after the warm-up) and its end.
+    Status run(const std::string& generator, Json& report) {
         veth::Distribution one{"uniform", 1, {}}, many{"uniform", 65536, {}};
-        auto single = veth::Generator::create(topology_.tx_link, topology_.rx_link, one);
+        auto single = veth::create_generator(generator, topology_.tx_link, topology_.rx_link, one);
         if (!single) return single.error();
-        auto spread = veth::Generator::create(topology_.tx_link, topology_.rx_link, many);
+        auto spread = veth::create_generator(generator, topology_.tx_link, topology_.rx_link, many);
         if (!spread) return spread.error();
 
-        std::atomic<bool> stop{false};
+        std::atomic<bool> stop{false}, flood_failed{false};
         std::atomic<uint64_t> sent{0};
-        std::string flood_error;
+        std::string flood_error;  // written before flood_failed is set, read after
         std::thread flood([&] {
             for (uint64_t round = 0; !stop.load(); round++) {
-                veth::Generator& generator = round % 2 == 0 ? *single.value() : *spread.value();
-                auto result = generator.send(*topology_.tx, 0, 5.0);
+                veth::Generator& g = round % 2 == 0 ? *single.value() : *spread.value();
+                auto result = g.send(*topology_.tx, 0, schedule_.flood_s, &stop);
                 if (!result) {
                     flood_error = result.error().message;
+                    flood_failed = true;
                     return;
                 }
                 sent += result.value().frames;
@@ -150,17 +163,20 @@ class Soak {
         begin_ = Clock::now();
         const auto begin = begin_;
         const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - begin).count(); };
-        constexpr double kWarmUp = 10;
         std::optional<SoakSample> first;
         SoakSample last;
         uint64_t tick = 0;
         Status status = ok_status();
-        while (elapsed() < seconds) {
+        while (elapsed() < schedule_.seconds) {
             if (auto interrupted = check_interrupted(); !interrupted) {
                 status = interrupted;
                 break;
             }
             std::this_thread::sleep_until(begin + std::chrono::seconds(++tick));
+            if (flood_failed.load()) {
+                status = Error{"the flood failed at " + fixed(elapsed(), 0) + " s: " + flood_error};
+                break;
+            }
             int code = 0;
             if (test::exited(pid_, &code)) {
                 pid_ = -1;
@@ -170,10 +186,10 @@ class Soak {
             const auto metrics = scrape();
             count(counts_.scrapes, metrics.has_value(), "no answer from /metrics");
             count(counts_.status_calls, ctl({"status"}));
-            if (tick % 5 == 0) {
+            if (tick % schedule_.every == 0) {
                 count(counts_.stats_calls, ctl({"stats"}));
                 count(counts_.top_calls, ctl({"top", "-n", "10"}));
-                const uint64_t change = tick / 5;
+                const uint64_t change = tick / schedule_.every;
                 if (change % 3 == 0) {
                     count(counts_.rollbacks, ctl({"policy", "rollback"}));
                 } else {
@@ -184,15 +200,15 @@ class Soak {
             if (!metrics) continue;
             const SoakSample now{elapsed(), rss_kib(pid_), entries("/proc/" + std::to_string(pid_) + "/fd", false),
                                  entries(bpffs_dir_, true), decisions_in(*metrics)};
-            if (!first && now.at_s >= kWarmUp) first = now;
+            if (!first && now.at_s >= schedule_.warm_up_s) first = now;
             last = now;
             peak_rss_kib_ = std::max(peak_rss_kib_, now.rss_kib);
         }
         stop = true;
         flood.join();
         if (!status) return status;
-        if (!flood_error.empty()) return Error{"the flood failed: " + flood_error};
-        if (!first) return Error{"the soak ended before its warm-up did (" + std::to_string(kWarmUp) + " s)"};
+        if (flood_failed.load()) return Error{"the flood failed: " + flood_error};
+        if (!first) return Error{"the soak ended before its warm-up did (" + fixed(schedule_.warm_up_s, 0) + " s)"};
         stop_sluiced();
         report_figures(*first, last, sent.load(), report);
         return ok_status();
@@ -252,7 +268,8 @@ class Soak {
 
     void report_figures(const SoakSample& first, const SoakSample& last, uint64_t sent, Json& report) {
         const uint64_t pins_after_exit = entries(bpffs_dir_, true);
-        Table table{"soak: sluiced over " + fixed(last.at_s, 0) + " s (start after a 10 s warm-up)",
+        Table table{"soak: sluiced over " + fixed(last.at_s, 0) + " s (start after a " + fixed(schedule_.warm_up_s, 0) +
+                        " s warm-up)",
                     {"", "at s", "RSS KiB", "fds", "pins", "decisions"},
                     {}};
         for (const auto& [name, s] : {std::pair{"start", first}, std::pair{"end", last}})
@@ -285,6 +302,7 @@ class Soak {
     }
 
     const SoakOptions& options_;
+    const Schedule schedule_;
     veth::Topology& topology_;
     fs::path dir_;
     std::string bpffs_dir_;
@@ -297,17 +315,25 @@ class Soak {
 }  // namespace
 
 Status run_soak(const CommonOptions& common, const SoakOptions& options, Json& report) {
-    (void)common;
-    report["settings"] = {{"minutes", options.minutes},
-                          {"floods", "5 s of 1 source, 5 s of 65536, in turn"},
-                          {"push_every_s", 5},
-                          {"rollback_every", "third change"},
-                          {"scrape_every_s", 1}};
+    // A smoke run needs every kind of event (two pushes and a rollback
+    // included) and a sample after the warm-up, not minutes.
+    const Schedule schedule =
+        common.smoke ? Schedule{6, 1, 1, 1} : Schedule{static_cast<double>(options.minutes) * 60, 10, 5, 5};
     auto topology = veth::create_topology();
     if (!topology) return topology.error();
-    Soak soak(options, topology.value());
+    auto generator = veth::choose_generator(options.generator, topology.value());
+    if (!generator) return generator.error();
+    report["settings"] = {{"seconds", schedule.seconds},
+                          {"warm_up_s", schedule.warm_up_s},
+                          {"generator", generator.value()},
+                          {"floods", fixed(schedule.flood_s, 0) + " s of 1 source, " + fixed(schedule.flood_s, 0) +
+                                         " s of 65536, in turn"},
+                          {"push_every_s", schedule.every},
+                          {"rollback_every", "third change"},
+                          {"scrape_every_s", 1}};
+    Soak soak(options, schedule, topology.value());
     if (auto started = soak.start(); !started) return started;
-    return soak.run(static_cast<double>(options.minutes) * 60, report);
+    return soak.run(generator.value(), report);
 }
 
 }  // namespace sluice::bench

@@ -23,7 +23,7 @@ struct CommonOptions {
 struct DecideOptions {
     uint32_t repeat = 2'000'000;  // runs per BPF_PROG_TEST_RUN call
     uint64_t rounds = 21;
-    uint32_t sources = 1u << 20;  // the many-sources case
+    uint32_t sources = 1u << 20;   // the many-sources case
     uint32_t prefixes = 1u << 20;  // per family, the prefix table's large policy (next to 10)
 };
 
@@ -34,6 +34,7 @@ struct VethOptions {
     uint64_t rate = 1000;          // packets per second per source
     uint64_t burst = 2000;         // bucket depth, packets
     std::vector<std::string> receivers{"baseline", "sluice", "nftables", "iptables"};
+    std::string generator = "auto";  // "live", "packet" or "auto" (live where the kernel allows it)
 };
 
 struct MemoryOptions {
@@ -87,7 +88,8 @@ struct HttpBenchOptions {
 };
 
 struct SoakOptions {
-    uint64_t minutes = 30;
+    uint64_t minutes = 30;           // a smoke run takes seconds (bench_soak.cpp)
+    std::string generator = "auto";  // as VethOptions::generator
     std::string sluiced = SLUICE_BENCH_SLUICED;
     std::string sluicectl = SLUICE_BENCH_SLUICECTL;
 };

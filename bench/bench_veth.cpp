@@ -6,14 +6,19 @@
 // measures each receiver and reports (table, JSON, plot); the topology, the
 // receivers and the generator are in the files bench_veth.h names.
 //
-// The generator (ebpf/trafficgen.bpf.c) runs under BPF_PROG_TEST_RUN with
-// BPF_F_TEST_XDP_LIVE_FRAMES and redirects every frame into the sending veth.
-// The receiver runs on the same CPU, in the softirq that follows each batch
-// of 64 frames: sender and receiver take turns, so no frame is lost to a
-// receiver that was asleep, and the pps is what one CPU does for both. (With
-// the receiver's NAPI in a thread on the other CPU, this VM lost up to 90%
-// of the frames while that thread sat idle waiting to be woken.) The
-// receiver's share is the CPU's softirq time (/proc/stat), per packet.
+// The live generator (ebpf/trafficgen.bpf.c) runs under BPF_PROG_TEST_RUN
+// with BPF_F_TEST_XDP_LIVE_FRAMES and redirects every frame into the sending
+// veth. The receiver runs on the same CPU, in the softirq that follows each
+// batch of 64 frames: sender and receiver take turns, so no frame is lost to
+// a receiver that was asleep, and the pps is what one CPU does for both.
+// (With the receiver's NAPI in a thread on the other CPU, this VM lost up to
+// 90% of the frames while that thread sat idle waiting to be woken.) The
+// receiver's share is the CPU's softirq time (/proc/stat), per packet. The
+// packet generator (sendmmsg() on an AF_PACKET socket, for kernels that
+// refuse live frames; bench_veth_packet_generator.cpp) keeps both on one CPU
+// too, the receiver's softirq included, but the receiver runs after every
+// frame, and on skbs: its figures compare with each other, not with a live
+// run's.
 #include <bpf/bpf.h>
 #include <unistd.h>
 
@@ -143,6 +148,9 @@ Status run_veth(const CommonOptions& common, const VethOptions& options, Json& r
 
     auto topology = veth::create_topology();
     if (!topology) return topology.error();
+    auto generator = veth::choose_generator(options.generator, topology.value());
+    if (!generator) return generator.error();
+    const std::string& generator_name = generator.value();
     const veth::Netns& tx = *topology.value().tx;
     const veth::Link& tx_link = topology.value().tx_link;
     const veth::Link& rx_link = topology.value().rx_link;
@@ -152,15 +160,16 @@ Status run_veth(const CommonOptions& common, const VethOptions& options, Json& r
     if (!stats_fd.valid()) return Error{std::string("enabling BPF run-time statistics: ") + std::strerror(errno)};
 
     Json results = Json::array();
-    Table table{"veth: " + dist_name + " traffic from N sources, " + fixed(seconds, 1) + " s per receiver; limit " +
-                    std::to_string(limit.rate) + " pkt/s per source, bucket " + std::to_string(limit.burst) +
+    Table table{"veth: " + dist_name + " traffic from N sources (" + generator_name + " generator), " +
+                    fixed(seconds, 1) + " s per receiver; limit " + std::to_string(limit.rate) +
+                    " pkt/s per source, bucket " + std::to_string(limit.burst) +
                     " packets; ratios to the baseline (XDP_DROP) of the same traffic",
                 {"sources", "receiver", "offered Mpps", "decided Mpps", "decided Mpps/CPU-s", "vs base", "admitted pps",
                  "bound pps", "admitted/bound", "rx ns/pkt", "rx/base", "BPF ns/pkt"},
                 {}};
     for (const uint64_t n : source_list) {
         veth::Distribution dist{dist_name, static_cast<uint32_t>(n), {}};
-        auto gen = veth::Generator::create(tx_link, rx_link, dist);
+        auto gen = veth::create_generator(generator_name, tx_link, rx_link, dist);
         if (!gen) return gen.error();
         double base_decided = NAN, base_cpu = NAN, base_both = NAN, base_per_cpu_second = NAN;
         for (const auto& name : receivers) {
@@ -207,6 +216,7 @@ Status run_veth(const CommonOptions& common, const VethOptions& options, Json& r
             row["receiver"] = name;
             row["sources"] = n;
             row["distribution"] = dist_name;
+            row["generator"] = generator_name;
             row["distinct_sources_drawn"] = dist.shares.size();
             row["seconds"] = elapsed;
             row["offered_pps"] = offered / elapsed;
@@ -237,6 +247,7 @@ Status run_veth(const CommonOptions& common, const VethOptions& options, Json& r
 
     report["settings"] = {
         {"seconds_per_receiver", seconds},
+        {"generator", generator_name},
         {"distribution", dist_name},
         {"sources", source_list},
         {"rate_pps_per_source", limit.rate},

@@ -2,19 +2,21 @@
 // What the files of sluice-bench veth share: the shell commands it runs, the
 // two network namespaces and the veth pair between them
 // (bench_veth_topology.cpp), the receivers (bench_veth_receivers.cpp) and the
-// traffic generator (bench_veth_generator.cpp). bench_veth.cpp runs the
-// generator against each receiver in turn and reports.
+// traffic generators (bench_veth_generator.cpp and
+// bench_veth_packet_generator.cpp). bench_veth.cpp runs a generator against
+// each receiver in turn and reports.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "bench_common.h"
 #include "common/packet_builder.h"
-
-struct trafficgen_bpf;
 
 namespace sluice::bench::veth {
 
@@ -107,7 +109,7 @@ class Receiver {
 Result<std::unique_ptr<Receiver>> create_receiver(const std::string& name, const Topology& topology, const Limit& limit,
                                                   uint32_t sources);
 
-// ---- the generator ----------------------------------------------------------
+// ---- the generators ---------------------------------------------------------
 
 struct Distribution {
     std::string name;  // "uniform" or "zipf"
@@ -116,28 +118,61 @@ struct Distribution {
     std::vector<double> shares;
 };
 
-// ebpf/trafficgen.bpf.c, loaded to send UDP frames from dist's sources out of
-// the tx veth to the rx veth's MAC and kRxAddress.
+inline constexpr uint32_t kSourceBase = 0x0a000000;  // sources are 10.0.0.0 + index
+
+// How a generator draws each frame's source index, the same for both
+// generators. Uniform: random & uniform_mask (sources is a power of two).
+// Zipf (s = 1): a random entry of zipf_table (a power of two long), which
+// holds source indexes in proportion to their probability, so drawing stays
+// one lookup per frame.
+struct SourceSpread {
+    uint32_t uniform_mask = 0;
+    std::vector<uint32_t> zipf_table;  // empty: uniform
+};
+
+// The spread for dist; fills dist.shares.
+SourceSpread source_spread(Distribution& dist);
+
+// The frame every generator sends, before its source is set: UDP from
+// 10.0.0.0 to kRxAddress:9, from tx's MAC to rx's, 60 bytes.
+std::vector<uint8_t> generator_frame(const Link& tx, const Link& rx);
+
+struct Sent {
+    uint64_t frames;
+    double seconds;
+    double cpu_ns;  // the sending thread's CPU time: with the receiver's softirq in it
+};
+
+// Sends dist's frames out of the tx veth to the rx veth's MAC and kRxAddress.
+//   live:   ebpf/trafficgen.bpf.c under BPF_PROG_TEST_RUN with
+//           BPF_F_TEST_XDP_LIVE_FRAMES, redirecting each frame into the veth
+//           (bench_veth_generator.cpp);
+//   packet: sendmmsg() on a raw AF_PACKET socket bound to the veth, for
+//           kernels that refuse live frames (bench_veth_packet_generator.cpp).
+// bench/README.md says how the two differ.
 class Generator {
   public:
-    // Fills dist.shares.
-    static Result<std::unique_ptr<Generator>> create(const Link& tx, const Link& rx, Distribution& dist);
-    ~Generator();
-
-    struct Sent {
-        uint64_t frames;
-        double seconds;
-        double cpu_ns;  // the sending thread's CPU time: with the receiver's softirq in it
-    };
-
+    virtual ~Generator() = default;
+    virtual const char* name() const = 0;
     // Sends for `seconds` from a thread in the sender's namespace pinned to
-    // cpu.
-    Result<Sent> send(const Netns& tx, int cpu, double seconds);
-
-  private:
-    Generator() = default;
-    ::trafficgen_bpf* skel_ = nullptr;
-    std::vector<uint8_t> frame_;
+    // cpu; stops early on Ctrl-C or when *stop is set.
+    virtual Result<Sent> send(const Netns& tx, int cpu, double seconds, const std::atomic<bool>* stop = nullptr) = 0;
 };
+
+// Runs body(deadline) on a thread in tx's namespace pinned to cpu, timing it
+// in wall-clock and in the thread's CPU time; body returns the frames it sent.
+using SenderBody = std::function<Result<uint64_t>(std::chrono::steady_clock::time_point deadline)>;
+Result<Sent> run_sender(const Netns& tx, int cpu, double seconds, const SenderBody& body);
+
+// "live" or "packet" for --generator's value: "auto" takes live if one
+// live-frame run of one frame succeeds in tx's namespace (it is refused with
+// EPERM by some kernels), else packet, and says why on stderr.
+Result<std::string> choose_generator(const std::string& option, const Topology& topology);
+
+// The generator called `name` ("live" or "packet"); fills dist.shares.
+Result<std::unique_ptr<Generator>> create_generator(const std::string& name, const Link& tx, const Link& rx,
+                                                    Distribution& dist);
+Result<std::unique_ptr<Generator>> create_live_generator(const Link& tx, const Link& rx, Distribution& dist);
+Result<std::unique_ptr<Generator>> create_packet_generator(const Link& tx, const Link& rx, Distribution& dist);
 
 }  // namespace sluice::bench::veth

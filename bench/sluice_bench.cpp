@@ -103,6 +103,10 @@ int main(int argc, char** argv) {
     const std::string json_help = "also write the report as JSON to PATH";
 
     CommonOptions common;
+    const std::string generator_help =
+        "what sends the traffic: live (an XDP program under BPF_PROG_TEST_RUN with live frames), packet "
+        "(sendmmsg on an AF_PACKET socket, for kernels that refuse live frames) or auto (live if a one-frame probe "
+        "succeeds)";
     DecideOptions decide;
     Subcommand decide_command(app, "decide",
                               "ns per decision of sluice vs the XDP_DROP baseline under BPF_PROG_TEST_RUN", common,
@@ -139,6 +143,8 @@ int main(int argc, char** argv) {
     veth_command.option("--receivers", "LIST", veth.receivers, "the receivers to measure, comma-separated")
         ->delimiter(',')
         ->check(CLI::IsMember({"baseline", "sluice", "nftables", "iptables"}));
+    veth_command.option("--generator", "NAME", veth.generator, generator_help)
+        ->check(CLI::IsMember({"live", "packet", "auto"}));
 
     MemoryOptions memory;
     Subcommand memory_command(
@@ -209,8 +215,10 @@ int main(int argc, char** argv) {
                             "sluiced for N minutes under alternating floods, pushes, rollbacks, scrapes and sluicectl "
                             "calls: RSS, open fds, pins and decisions at the start and the end",
                             common, json_help, [&](Json& report) { return run_soak(common, soak, report); });
-    soak_command.option("--minutes", "N", soak.minutes, uint64_t{1}, "how long it runs")
+    soak_command.option("--minutes", "N", soak.minutes, "how long it runs (a --smoke run takes 6 s)")
         ->check(CLI::Range(uint64_t{1}, uint64_t{10'080}));
+    soak_command.option("--generator", "NAME", soak.generator, generator_help)
+        ->check(CLI::IsMember({"live", "packet", "auto"}));
     soak_command.option("--sluiced", "PATH", soak.sluiced, "the sluiced binary");
     soak_command.option("--sluicectl", "PATH", soak.sluicectl, "the sluicectl binary");
 
