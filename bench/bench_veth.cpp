@@ -79,7 +79,7 @@ double admission_bound(const Distribution& dist, double decided, const Limit& li
 }
 
 Status write_plot(const std::string& json_path, const Json& results, const std::vector<std::string>& receivers,
-                  const std::vector<uint64_t>& sources) {
+                  const std::vector<uint64_t>& sources, const std::string& generator) {
     if (auto status = require_tool("gnuplot"); !status) return status;
     std::filesystem::path png = json_path;
     png.replace_extension(".png");
@@ -104,6 +104,7 @@ Status write_plot(const std::string& json_path, const Json& results, const std::
     std::ostringstream script;
     script << "set terminal pngcairo size 900,560 noenhanced; set output '" << png.string() << "';"
            << "set title 'sluice-bench veth: packets decided per CPU-second (sender and receiver on one CPU)';"
+           << "set key title '" << generator << " generator';"
            << "set xlabel 'distinct sources'; set ylabel 'decided Mpps per CPU-second'; set logscale x 2; set grid;"
            << "set key outside right; set yrange [0:*]; set xrange [0.5:"
            << 2 * *std::max_element(sources.begin(), sources.end()) << "];"
@@ -263,7 +264,8 @@ Status run_veth(const CommonOptions& common, const VethOptions& options, Json& r
          "beyond for admitted packets"}};
     report["results"] = results;
     if (!common.json_path.empty())
-        if (auto status = veth::write_plot(common.json_path, results, receivers, source_list); !status) return status;
+        if (auto status = veth::write_plot(common.json_path, results, receivers, source_list, generator_name); !status)
+            return status;
     return ok_status();
 }
 

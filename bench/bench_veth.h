@@ -153,7 +153,6 @@ struct Sent {
 class Generator {
   public:
     virtual ~Generator() = default;
-    virtual const char* name() const = 0;
     // Sends for `seconds` from a thread in the sender's namespace pinned to
     // cpu; stops early on Ctrl-C or when *stop is set.
     virtual Result<Sent> send(const Netns& tx, int cpu, double seconds, const std::atomic<bool>* stop = nullptr) = 0;
@@ -172,7 +171,6 @@ Result<std::string> choose_generator(const std::string& option, const Topology& 
 // The generator called `name` ("live" or "packet"); fills dist.shares.
 Result<std::unique_ptr<Generator>> create_generator(const std::string& name, const Link& tx, const Link& rx,
                                                     Distribution& dist);
-Result<std::unique_ptr<Generator>> create_live_generator(const Link& tx, const Link& rx, Distribution& dist);
 Result<std::unique_ptr<Generator>> create_packet_generator(const Link& tx, const Link& rx, Distribution& dist);
 
 }  // namespace sluice::bench::veth

@@ -127,8 +127,6 @@ class LiveGenerator final : public Generator {
     }
     ~LiveGenerator() override { trafficgen_bpf::destroy(skel_); }
 
-    const char* name() const override { return "live"; }
-
     Result<Sent> send(const Netns& tx, int cpu, double seconds, const std::atomic<bool>* stop) override {
         return run_sender(tx, cpu, seconds, [&](std::chrono::steady_clock::time_point deadline) -> Result<uint64_t> {
             uint64_t sent = 0;
@@ -175,12 +173,6 @@ Status probe_live_frames(const Topology& topology) {
 
 }  // namespace
 
-Result<std::unique_ptr<Generator>> create_live_generator(const Link& tx, const Link& rx, Distribution& dist) {
-    auto live = LiveGenerator::create(tx, rx, dist);
-    if (!live) return live.error();
-    return std::unique_ptr<Generator>(std::move(live.value()));
-}
-
 Result<std::string> choose_generator(const std::string& option, const Topology& topology) {
     if (option == "live" || option == "packet") return option;
     if (option != "auto") return Error{"unknown generator " + option + " (live, packet or auto)"};
@@ -193,7 +185,11 @@ Result<std::string> choose_generator(const std::string& option, const Topology& 
 
 Result<std::unique_ptr<Generator>> create_generator(const std::string& name, const Link& tx, const Link& rx,
                                                     Distribution& dist) {
-    if (name == "live") return create_live_generator(tx, rx, dist);
+    if (name == "live") {
+        auto live = LiveGenerator::create(tx, rx, dist);
+        if (!live) return live.error();
+        return std::unique_ptr<Generator>(std::move(live.value()));
+    }
     if (name == "packet") return create_packet_generator(tx, rx, dist);
     return Error{"unknown generator " + name + " (live or packet)"};
 }

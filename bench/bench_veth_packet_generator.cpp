@@ -51,8 +51,6 @@ class PacketGenerator final : public Generator {
     PacketGenerator(int ifindex, std::vector<uint8_t> frame, SourceSpread spread)
         : ifindex_(ifindex), frame_(std::move(frame)), spread_(std::move(spread)) {}
 
-    const char* name() const override { return "packet"; }
-
     Result<Sent> send(const Netns& tx, int cpu, double seconds, const std::atomic<bool>* stop) override {
         return run_sender(tx, cpu, seconds, [&](std::chrono::steady_clock::time_point deadline) -> Result<uint64_t> {
             // Opened in the thread: a socket belongs to the namespace it was
