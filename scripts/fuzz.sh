@@ -3,7 +3,7 @@
 #   bash scripts/fuzz.sh [--seconds N] [NAME...]   (default: $SLUICE_FUZZ_SECONDS or 60 s each, every harness)
 # Builds the sanitizer build first (scripts/sanitize-build.sh) unless
 # --no-build; `meson test --suite fuzz` runs it that way (scripts/test.sh sets
-# SLUICE_FUZZ_SECONDS=20). Each harness starts from its checked-in
+# SLUICE_FUZZ_SECONDS=10). Each harness starts from its checked-in
 # corpus (tests/fuzz/corpus/NAME, replayed first) and keeps what it finds in
 # <build>/fuzz-corpus/NAME; a crash is saved as <build>/fuzz-crashes/NAME-*
 # and fails the run: fix it and add the input to the checked-in corpus.

@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # build
   meson ninja-build pkg-config g++ gcc python3
+  # every build compiles through it (scripts/ccache-env.sh): a second run recompiles only what changed
+  ccache
   # network namespaces and veth pairs for the tests
   iproute2
   # BPF: compiler, libbpf, skeleton generator, kernel UAPI headers

@@ -27,7 +27,14 @@ apt-get install -y --no-install-recommends dpkg-dev debhelper lintian fakeroot >
 apt-get build-dep -y ./ >/dev/null
 
 version=$(dpkg-parsechangelog -S Version)
-work=$(mktemp -d /tmp/sluice-package.XXXXXX)
+# Built at one path on every run, so the compiler's command lines (which
+# carry it: dpkg-buildflags' -ffile-prefix-map) repeat and ccache hits; one
+# package build at a time on a machine.
+work=/var/tmp/sluice-package
+exec {lock}>"$work.lock"
+flock "$lock"
+rm -rf "$work"
+mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 tree=$work/sluice-$version
 mkdir "$tree"
@@ -38,6 +45,8 @@ else
   tar -C "$source_dir" --exclude='./build*' -cf - . | tar -C "$tree" -xf -
 fi
 
+export CCACHE_BASEDIR=$tree
+source scripts/ccache-env.sh
 echo "package: building sluice $version in $tree"
 build_options="${DEB_BUILD_OPTIONS:+$DEB_BUILD_OPTIONS }parallel=$(nproc)"
 (cd "$tree" && DEB_BUILD_OPTIONS=$build_options dpkg-buildpackage -us -uc -b)

@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
+source scripts/ccache-env.sh
 build_dir=${SLUICE_SANITIZE_DIR:-build-sanitize}
 if [[ ! -f $build_dir/build.ninja ]]; then
   CC=clang CXX=clang++ meson setup "$build_dir" -Ddpdk=enabled -Dbench=false -Dfuzz=true \

@@ -14,6 +14,8 @@
 
 int main(int argc, char** argv) {
     ::testing::InitGoogleTest(&argc, argv);
+    // Listing (scripts/test-summary.py counts the cases) needs no EAL.
+    if (::testing::GTEST_FLAG(list_tests)) return RUN_ALL_TESTS();
     auto& env = sluice::test::dpdk_environment();
     if (geteuid() != 0) {
         env.error = "needs root (the EAL maps device and process memory)";

@@ -32,6 +32,7 @@
 #include <thread>
 
 #include "common/privilege.h"
+#include "common/sanitized.h"
 #include "e2e_fixture.h"
 #include "fleet/redis_server.h"
 
@@ -618,6 +619,11 @@ TEST_F(FleetE2E, PartitionedNodeFallsBackOthersKeepLeasing) {
     figure_line("node0-after-heal", quota(0).dump());
 }
 
+// Not in the sanitizer build: libfaketime's clock_gettime and ASan's runtime
+// start-up call each other, and the sanitized sluiced then sometimes never
+// opens its socket ("libfaketime: Unexpected recursive calls to
+// clock_gettime()"). The main build runs it.
+#if !SLUICE_TEST_SANITIZED
 TEST_F(FleetE2E, NodeClockFiveSecondsAheadStillSharesTheQuota) {
     const std::string lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
     if (!std::filesystem::exists(lib)) {
@@ -637,6 +643,7 @@ TEST_F(FleetE2E, NodeClockFiveSecondsAheadStillSharesTheQuota) {
     ASSERT_NO_FATAL_FAILURE(check_share("clock-ahead"));
     figure_line("node0", quota(0).dump());
 }
+#endif  // !SLUICE_TEST_SANITIZED
 
 TEST_F(FleetE2E, NodeKilledHoldingALeaseOthersKeepLeasing) {
     ASSERT_NO_FATAL_FAILURE(start_fleet("closed"));

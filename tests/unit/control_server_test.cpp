@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/privilege.h"
 #include "control_client.h"
 #include "control_protocol.h"
 #include "control_server.h"
@@ -579,7 +580,7 @@ TEST_F(ControlServerTest, InjectedPeerCheckDeniesWithPermissionDenied) {
 // A real other user: a child drops to nobody before connecting. The socket is
 // world-writable here so the kernel lets it connect and SO_PEERCRED decides.
 TEST_F(ControlServerTest, PeerWithAnotherUidIsDenied) {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch uid";
+    SLUICE_SKIP_UNLESS(::geteuid() == 0, "needs root to switch uid");
     ControlServerOptions open_mode = options();
     open_mode.mode = 0666;
     start(open_mode);
@@ -628,7 +629,7 @@ TEST(PeerMayConnect, RootTheServersUserAndMembersOfTheGroupOnly) {
 // The Debian package's case: a user whose primary group is its own and who
 // was added to the socket's group (a supplementary group) is served.
 TEST_F(ControlServerTest, PeerInTheSocketsGroupOnlyAsASupplementaryGroupIsServed) {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch uid and groups";
+    SLUICE_SKIP_UNLESS(::geteuid() == 0, "needs root to switch uid and groups");
     constexpr gid_t kSocketGroup = 4242;
     ControlServerOptions with_group = options();
     with_group.group = kSocketGroup;

@@ -1,0 +1,9 @@
+# Sourced by the build scripts: compile through ccache (meson and the package
+# build pick it up from PATH) with a cache outside the checkout, shared by
+# every clone on the machine. A clone at another path still hits the cache:
+# paths under the checkout are rewritten relative to it, and the working
+# directory is left out of the hash.
+export CCACHE_DIR=${CCACHE_DIR:-${HOME:-/root}/.cache/ccache}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+export CCACHE_NOHASHDIR=1
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-10G}
