@@ -4,7 +4,7 @@
 
     render_man.py --source sluicectl.8.md --output sluicectl.8 --version 0.1.0
                   [--program build/control/sluicectl] [--schema examples/policy-schema.md]
-                  [--md2man go-md2man]
+                  [--md2man go-md2man] [--path-alias DIR=NAME ...]
 
 The source may hold, each on a line of its own:
 
@@ -16,6 +16,10 @@ The source may hold, each on a line of its own:
 
 and @VERSION@ anywhere. A marker without its input, or an input without its
 marker, is an error: a page would silently lose a section.
+
+Each --path-alias DIR=NAME writes NAME for DIR wherever the page would show it
+(sluice-bench's defaults are this build's programs): a page must not depend on
+where the checkout is (a long path made man warn "cannot adjust line").
 """
 import argparse
 import re
@@ -79,6 +83,8 @@ def main():
     parser.add_argument("--program", help="the built program whose --help-man replaces @OPTIONS@")
     parser.add_argument("--schema", help="the policy schema that replaces @SCHEMA@")
     parser.add_argument("--md2man", default="go-md2man")
+    parser.add_argument("--path-alias", action="append", default=[], metavar="DIR=NAME",
+                        help="show NAME where the page would show the directory DIR")
     args = parser.parse_args()
 
     with open(args.source, encoding="utf-8") as source:
@@ -86,6 +92,9 @@ def main():
     text = substitute(text, "@OPTIONS@", program_options(args.program) if args.program else None, args.source)
     text = substitute(text, "@SCHEMA@", schema_body(args.schema) if args.schema else None, args.source)
     text = text.replace("@VERSION@", args.version)
+    aliases = [alias.split("=", 1) for alias in args.path_alias]
+    for directory, name in sorted(aliases, key=lambda alias: len(alias[0]), reverse=True):
+        text = text.replace(directory.rstrip("/") + "/", name + "/")
 
     done = subprocess.run([args.md2man], input=text, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not done.stdout:

@@ -2,13 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """Checks the built man pages (packaging/man/): suite `man`.
 
-    man_pages_test.py PAGE[=PROGRAM] ...
+    man_pages_test.py [--checkout DIR ...] PAGE[=PROGRAM] ...
 
 Every PAGE must render with `man --warnings -l` without a warning, except
 tbl's about the policy's wide tables. For a PAGE=PROGRAM, every --long-option
 PROGRAM --help lists must be in the page, and so must every command --help
 lists (sluicectl's verbs, sluice-bench's subcommands) with each option its
 own --help lists: a page rendered from a stale or broken --help-man fails.
+No page may name a --checkout DIR (the source and build trees): a page that
+shows where the checkout is renders differently from a longer path.
 """
 import os
 import re
@@ -90,13 +92,23 @@ def check(page, program):
     return problems
 
 
+def checkout_paths_in(page, checkouts):
+    with open(page, encoding="utf-8") as roff:
+        text = roff.read().replace("\\-", "-")  # roff's escaped hyphens
+    return [f"names the checkout's path {directory}" for directory in checkouts if directory in text]
+
+
 def main():
-    if len(sys.argv) < 2:
+    arguments, checkouts = sys.argv[1:], []
+    while len(arguments) >= 2 and arguments[0] == "--checkout":
+        checkouts.append(arguments[1])
+        arguments = arguments[2:]
+    if not arguments:
         sys.exit(__doc__)
     failed = 0
-    for argument in sys.argv[1:]:
+    for argument in arguments:
         page, _, program = argument.partition("=")
-        problems = check(page, program)
+        problems = check(page, program) + checkout_paths_in(page, checkouts)
         print(f"{'FAIL' if problems else 'ok'}: {os.path.basename(page)}")
         for problem in problems:
             print(f"  {problem}")
