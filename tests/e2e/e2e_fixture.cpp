@@ -110,6 +110,22 @@ void SluiceWorld::teardown(bool print_log, const std::string& label) {
     }
 }
 
+size_t SluiceWorld::log_count(const std::string& text) const {
+    const std::string log = read_file(log_path());
+    size_t count = 0;
+    for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + text.size())) count++;
+    return count;
+}
+
+bool SluiceWorld::wait_for_log(const std::string& text, size_t count, std::chrono::milliseconds timeout) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (log_count(text) < count) {
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+}
+
 std::string SluiceWorld::pin_root() const { return pins_ ? pins_->path() : std::string(); }
 std::string SluiceWorld::netns_path() const { return netns_ ? netns_->path() : std::string(); }
 std::string SluiceWorld::netns_name() const { return netns_ ? netns_->name() : std::string(); }

@@ -114,6 +114,11 @@ class SluiceWorld {
     // is killed).
     int wait_daemon_exit(std::chrono::milliseconds timeout);
     bool daemon_running() const { return daemon_pid_ > 0; }
+    // How many times the daemon's log holds `text`, and a wait until it holds
+    // it `count` times (false after `timeout`): a test waits on what the
+    // daemon said it did, not on a sleep long enough on this machine.
+    size_t log_count(const std::string& text) const;
+    bool wait_for_log(const std::string& text, size_t count, std::chrono::milliseconds timeout) const;
     // Runs sluiced as `wrapper... sluiced --config ...` from the next
     // start_daemon() on (e.g. /usr/bin/env with LD_PRELOAD: it must exec, so
     // the pid stays sluiced's).

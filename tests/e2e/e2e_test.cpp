@@ -497,19 +497,20 @@ TEST_F(E2E, SighupReloadsThePolicyFileOnlyWhenItChanged) {
     const size_t history_start = history_size();
     EXPECT_EQ(history_start, 1u);
 
-    // Unchanged: no new version. A reload is quick; 1.5 s is ample.
+    const size_t applied_at_start = log_count("policy file applied");
+    EXPECT_EQ(applied_at_start, 1u);
+
+    // Unchanged: no new version, once the daemon says it has read the file.
     signal_daemon(SIGHUP);
-    std::this_thread::sleep_for(1500ms);
+    ASSERT_TRUE(wait_for_log("policy file unchanged", 1, 30s)) << "SIGHUP was not handled";
     EXPECT_EQ(history_size(), history_start) << "an unchanged file made a new version";
     EXPECT_EQ(current_version(), first);
+    EXPECT_EQ(log_count("policy file applied"), applied_at_start);
 
     // Changed: exactly one new version.
     write_file(file, policy_text(600));
     signal_daemon(SIGHUP);
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (history_size() == history_start && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(100ms);
-    std::this_thread::sleep_for(500ms);
+    ASSERT_TRUE(wait_for_log("policy file applied", applied_at_start + 1, 30s)) << "the changed file was not applied";
     EXPECT_EQ(history_size(), history_start + 1);
     const auto second = current_version();
     ASSERT_TRUE(second);
