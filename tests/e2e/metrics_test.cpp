@@ -386,27 +386,44 @@ TEST_F(Metrics, CountersAgreeWithTheDaemonTheSenderAndTheReceiver) {
     std::this_thread::sleep_for(kSnapshotSettle);
 
     // The counters must not move between the `stats` read and the snapshot
-    // the scrape shows, or "equal" would be luck: read stats, let a snapshot
-    // happen, scrape, read stats again; retry if a stray kernel frame moved
-    // them in between.
+    // the scrape shows, nor between the daemon's reads of the run count and
+    // of the packet counters within one snapshot, or "equal" would be luck
+    // (a stray kernel frame decided between two reads). So: read stats; take
+    // the snapshot the daemon serves now and wait for the next one (a new
+    // sluice_uptime_seconds); read stats again. When neither the run count
+    // nor the packets moved between the two snapshots, and the two stats
+    // reads agree, nothing was in flight across any of the reads: retry
+    // otherwise, until a deadline.
+    const auto quiet_between = [](const Scrape& a, const Scrape& b) {
+        const Labels prog{{"interface", "sl0"}, {"program", "sluice_xdp"}};
+        return a.value("sluice_bpf_run_count_total", prog) == b.value("sluice_bpf_run_count_total", prog) &&
+               a.sum("sluice_packets_total", {{"interface", "sl0"}}) ==
+                   b.sum("sluice_packets_total", {{"interface", "sl0"}});
+    };
     std::optional<Scrape> after;
     json stats_json, status_json;
     int stats_calls = 0, status_calls = 0;
-    for (int attempt = 0; attempt < 3; attempt++) {
+    const auto quiet_deadline = std::chrono::steady_clock::now() + 20s;
+    for (int attempt = 1;; attempt++) {
+        ASSERT_LT(std::chrono::steady_clock::now(), quiet_deadline)
+            << "the counters never stayed still across two snapshots in 20 s (" << attempt - 1 << " attempts)";
         const auto s1 = stats();
         const auto st = status();
         stats_calls++, status_calls++;
         ASSERT_TRUE(s1 && st);
-        std::this_thread::sleep_for(kSnapshotSettle);
-        after = scrape();
+        const auto earlier = scrape();
+        ASSERT_TRUE(earlier);
+        const auto earlier_uptime = earlier->value("sluice_uptime_seconds");
+        after = scrape_until([&](const Scrape& x) { return x.value("sluice_uptime_seconds") != earlier_uptime; },
+                             "a new snapshot");
         ASSERT_TRUE(after);
         const auto s2 = stats();
         ASSERT_TRUE(s2);
         stats_json = *s1;
         status_json = *st;
-        if (decisions_from_stats(*s1) == decisions_from_stats(*s2)) break;
+        if (decisions_from_stats(*s1) == decisions_from_stats(*s2) && quiet_between(*earlier, *after)) break;
         stats_calls++;  // s2 came after the scrape's snapshot: count it in the next round
-        std::cout << "counters moved between two stats reads (a kernel frame?); again" << std::endl;
+        std::cout << "counters moved between two reads (a kernel frame?); again" << std::endl;
     }
 
     // Every (class, verdict, reason) series equals the daemon's own counter.
