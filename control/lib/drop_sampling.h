@@ -50,6 +50,7 @@ class DropSampling {
 
     uint32_t period() const { return period_; }
     uint32_t least_period() const { return least_; }
+    uint64_t ring_events() const { return ring_events_; }
 
   private:
     uint32_t least_;

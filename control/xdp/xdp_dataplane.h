@@ -113,6 +113,8 @@ class XdpDataplane : public EnforcementPoint {
     const SyscallErrorCounts& syscall_errors() const { return errors_; }
     // The drop sampling period the program uses now.
     uint32_t drop_sample_period() const { return sampling_.period(); }
+    // How many drop events the ring holds.
+    uint64_t drop_event_ring_events() const { return sampling_.ring_events(); }
 
   private:
     XdpDataplane() = default;

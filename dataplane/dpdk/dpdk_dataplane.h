@@ -132,6 +132,8 @@ class DpdkDataplane final : public EnforcementPoint {
     // The drop sampling period a worker uses now (raised by drain_events
     // while a flood would overrun its event ring).
     uint32_t drop_sample_period(uint32_t worker) const { return sampling_.at(worker).period(); }
+    // How many drop events a worker's ring holds.
+    uint64_t drop_event_ring_events(uint32_t worker) const { return sampling_.at(worker).ring_events(); }
     Worker& worker(uint32_t index) { return workers_.at(index); }
 
     // The time every worker reads at its next burst (DpdkOptions::test_clock).

@@ -6,7 +6,6 @@
 // weights stay within the sampling error of its drops.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <functional>
 
 #include "common/flood_sampling.h"
@@ -148,8 +147,8 @@ TEST_F(XdpTableFullEvents, TableFullDropsAreSampledWithTheirReason) {
 }
 
 // A flood at the program's full rate (BPF_PROG_TEST_RUN on one CPU) from
-// three sources dropping 5 : 3 : 2, drained every 250 ms as sluiced's loop
-// does (tests/common/flood_sampling.h).
+// three sources dropping 5 : 3 : 2, drained after each ring's worth of drops
+// as sluiced's loop drains every 250 ms (tests/common/flood_sampling.h).
 class XdpFloodSampling : public XdpTest {
   protected:
     XdpOptions options() const override {
@@ -164,19 +163,18 @@ TEST_F(XdpFloodSampling, EachSourcesWeightsStayWithinTheSamplingErrorOfItsDropsA
     const uint32_t blocks[] = {500, 300, 200};  // frames per test run
     std::vector<Bytes> frames;
     for (const auto& s : sources) frames.push_back(udp_from(s.addr));
-    const auto flood_one_interval = [&] {
-        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
-        while (std::chrono::steady_clock::now() < end)
-            for (size_t i = 0; i < sources.size(); i++) {
-                ASSERT_EQ(run(frames[i], blocks[i]), static_cast<uint32_t>(XDP_DROP));
-                sources[i].sent += blocks[i];
-            }
+    const auto flood_round = [&] {
+        for (size_t i = 0; i < sources.size(); i++) {
+            ASSERT_EQ(run(frames[i], blocks[i]), static_cast<uint32_t>(XDP_DROP));
+            sources[i].sent += blocks[i];
+        }
     };
     const auto drain = [&](const std::function<void(const sluice_drop_event&)>& on_event) {
         auto drained = dp_->drain_events(on_event);
         ASSERT_TRUE(drained.ok()) << describe(drained);
     };
-    scenarios::flood_sampling_stays_within_the_sampling_error(*this, sources, flood_one_interval, drain,
+    scenarios::flood_sampling_stays_within_the_sampling_error(*this, sources, dp_->drop_event_ring_events(),
+                                                              flood_round, drain,
                                                               [&] { return dp_->drop_sample_period(); });
 }
 

@@ -254,8 +254,8 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, DpdkWorkersRealClock, ::testing::ValuesIn(s
                          scenarios::window_case_name);
 
 // A flood at the worker's full rate from three sources dropping 16 : 10 : 6
-// of every burst, drained every 250 ms as the daemon's loop does
-// (tests/common/flood_sampling.h).
+// of every burst, drained after each ring's worth of drops as the daemon's
+// loop drains every 250 ms (tests/common/flood_sampling.h).
 class DpdkFloodSampling : public DpdkTest {
   protected:
     DpdkOptions options() const override {
@@ -275,20 +275,18 @@ TEST_F(DpdkFloodSampling, EachSourcesWeightsStayWithinTheSamplingErrorOfItsDrops
             burst.push_back(make_mbuf(udp_from(sources[i].addr)));
             ASSERT_NE(burst.back(), nullptr);
         }
-    const auto flood_one_interval = [&] {
-        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
-        while (std::chrono::steady_clock::now() < end) {
-            ASSERT_EQ(port_->inject_again(burst.data(), static_cast<unsigned>(burst.size())), burst.size());
-            dp_->worker(0).poll_once();
-            port_->drain_sent();
-            for (size_t i = 0; i < sources.size(); i++) sources[i].sent += per_burst[i];
-        }
+    const auto flood_round = [&] {
+        ASSERT_EQ(port_->inject_again(burst.data(), static_cast<unsigned>(burst.size())), burst.size());
+        dp_->worker(0).poll_once();
+        port_->drain_sent();
+        for (size_t i = 0; i < sources.size(); i++) sources[i].sent += per_burst[i];
     };
     const auto drain = [&](const std::function<void(const sluice_drop_event&)>& on_event) {
         auto drained = dp_->drain_events(on_event);
         ASSERT_TRUE(drained.ok()) << describe(drained);
     };
-    scenarios::flood_sampling_stays_within_the_sampling_error(*this, sources, flood_one_interval, drain,
+    scenarios::flood_sampling_stays_within_the_sampling_error(*this, sources, dp_->drop_event_ring_events(0),
+                                                              flood_round, drain,
                                                               [&] { return dp_->drop_sample_period(0); });
     rte_pktmbuf_free_bulk(burst.data(), static_cast<unsigned>(burst.size()));
 }

@@ -72,11 +72,15 @@ class SluiceDpdkProcess : public ::testing::Test {
         file_prefix_ = "sluice-dpdk-process-" + std::to_string(getpid()) + "-" + std::to_string(started++);
     }
 
+    // SIGTERM, so a sanitizer build runs sluice-dpdk's exit path; a
+    // sanitizer report on its stderr fails the test.
     void TearDown() override {
         if (pid_ > 0) {
-            kill(pid_, SIGKILL);
-            (void)wait_exit(pid_, 10s);
+            (void)terminate_child(pid_, 10s);
             pid_ = -1;
+        }
+        if (std::filesystem::exists(log_path())) {
+            EXPECT_EQ(sanitizer_report(log()), "") << "sluice-dpdk reported a sanitizer error";
         }
         if (HasFailure() && std::filesystem::exists(log_path()))
             std::printf("---- sluice-dpdk's stderr ----\n%s\n", log().c_str());
@@ -89,7 +93,9 @@ class SluiceDpdkProcess : public ::testing::Test {
     // sluice-dpdk with `args`, to completion.
     ProcResult run_dpdk(std::vector<std::string> args) {
         args.insert(args.begin(), binary_from_env("SLUICE_DPDK"));
-        return run(args, dir_ + "/run", kEventTimeout);
+        ProcResult result = run(args, dir_ + "/run", kEventTimeout);
+        EXPECT_EQ(sanitizer_report(result.err), "") << "sluice-dpdk reported a sanitizer error: " << join_argv(args);
+        return result;
     }
 
     // The EAL options of the README's command line: two lcores (the worker

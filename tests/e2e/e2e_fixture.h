@@ -9,7 +9,8 @@
 // program runs, and counts what sl0 lets through, per source).
 //
 // Everything is torn down in TearDown and again in the destructor (both are
-// idempotent), also when an assertion fails: daemon killed, pins removed,
+// idempotent), also when an assertion fails: daemon stopped (SIGTERM, and a
+// sanitizer report in its log fails the test), pins removed,
 // namespace deleted, temp dir removed. When a test failed, the daemon's log
 // is printed. The binaries come from $SLUICED, $SLUICECTL, $SLUICE_TRAFFIC
 // (set by meson).

@@ -782,5 +782,18 @@ TEST_F(E2E, DaemonSurveyEmptiesSourcesIdleForHoursAndKeepsYoungerOnes) {
     EXPECT_EQ(known_after_restart({}), 0u) << "entries idle for 3 h came back";
 }
 
+// What the fixtures look for in a child's stderr once it is stopped: each
+// sanitizer's report, from its first line on; a clean log has none.
+TEST(SanitizerReport, EachSanitizersReportIsFoundFromItsFirstLine) {
+    const std::string log = "level=info msg=\"serving metrics\" port=9464\n";
+    EXPECT_EQ(sanitizer_report(log), "");
+    for (const std::string report :
+         {"==42==ERROR: AddressSanitizer: heap-use-after-free on address 0x6020\n#0 0x4f in main\n",
+          "==42==ERROR: LeakSanitizer: detected memory leaks\n\nDirect leak of 8 byte(s)\n",
+          "../control/lib/metrics.cpp:10:5: runtime error: signed integer overflow\n",
+          "SUMMARY: UndefinedBehaviorSanitizer: undefined-behavior ../a.cpp:1:2\n"})
+        EXPECT_EQ(sanitizer_report(log + report + "level=info msg=exiting\n"), report + "level=info msg=exiting\n");
+}
+
 }  // namespace
 }  // namespace sluice::test::e2e_test

@@ -112,6 +112,10 @@ class NginxE2E : public ::testing::Test {
     }
 
     void TearDown() override {
+        if (front_) {
+            front_->stop_sluiced();
+            EXPECT_EQ(sanitizer_report(front_->sluiced_log()), "") << "sluiced reported a sanitizer error";
+        }
         if (HasFailure() && front_) {
             std::cout << "---- sluiced log ----\n"
                       << front_->sluiced_log() << "---- nginx error log ----\n"

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -103,6 +104,22 @@ bool exited(pid_t pid, int* code) {
         return true;
     }
     return false;
+}
+
+int terminate_child(pid_t pid, std::chrono::milliseconds timeout) {
+    if (pid <= 0) return -1;  // kill(-1) would signal every process
+    kill(pid, SIGTERM);
+    return wait_exit(pid, timeout);
+}
+
+std::string sanitizer_report(const std::string& stderr_text) {
+    static const char* const kMarks[] = {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                                         "SUMMARY: UndefinedBehaviorSanitizer"};
+    size_t first = std::string::npos;
+    for (const char* mark : kMarks) first = std::min(first, stderr_text.find(mark));
+    if (first == std::string::npos) return {};
+    const size_t line = stderr_text.rfind('\n', first);
+    return stderr_text.substr(line == std::string::npos ? 0 : line + 1);
 }
 
 ProcResult run(const std::vector<std::string>& argv, const std::string& scratch_prefix,

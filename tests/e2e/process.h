@@ -35,6 +35,17 @@ int wait_exit(pid_t pid, std::chrono::milliseconds timeout);
 // Whether the child has exited; reaps it and stores its code if so.
 bool exited(pid_t pid, int* code);
 
+// Stops a child the way its service manager would: SIGTERM, and SIGKILL if
+// it has not exited within `timeout`; returns as wait_exit. A daemon stopped
+// so runs its exit path, where LeakSanitizer looks for leaks.
+int terminate_child(pid_t pid, std::chrono::milliseconds timeout);
+
+// The sanitizer reports (AddressSanitizer, LeakSanitizer, UndefinedBehavior-
+// Sanitizer) in what a child wrote to its stderr, from the first report's
+// line to the end; empty if there is none. Every test that starts sluiced or
+// sluice-dpdk checks its stderr with this once the child is stopped.
+std::string sanitizer_report(const std::string& stderr_text);
+
 struct ProcResult {
     int code = -1;  // as wait_exit
     std::string out;

@@ -132,11 +132,15 @@ class RequestDaemon {
         metrics_port_ = std::stoi(found[1]);
     }
 
+    // SIGTERM, so a sanitizer build runs sluiced's exit path; a sanitizer
+    // report in its log fails the test.
     void stop() {
         if (pid_ > 0) {
-            kill(pid_, SIGKILL);
-            waitpid(pid_, nullptr, 0);
+            (void)terminate_child(pid_, 10s);
             pid_ = -1;
+        }
+        if (!dir_.empty()) {
+            EXPECT_EQ(sanitizer_report(log()), "") << "sluiced's log:\n" << log();
         }
         pins_.reset();
         if (!dir_.empty()) {

@@ -5,6 +5,8 @@
 // never below the configured period or above the maximum.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "drop_sampling.h"
 
 namespace sluice {
@@ -54,6 +56,34 @@ TEST(DropSampling, ThePeriodStopsAtTheMaximum) {
     DropSampling sampling(1, kRing, 0);
     EXPECT_EQ(sampling.after_drain(0, uint64_t{1} << 50), SLUICE_DROP_SAMPLE_PERIOD_MAX);
     EXPECT_EQ(sampling.after_drain(kRing - 1, uint64_t{1} << 51), SLUICE_DROP_SAMPLE_PERIOD_MAX);
+}
+
+// A steady flood of any rate, drained at a steady pace: the period depends
+// on the drops between two drains only, so the drain interval is counted in
+// drops and the ring is simulated. From period 1 the first drain sets a
+// period at which every later interval fits the ring, asks for a sixteenth
+// to a half of it and leaves the period where it is.
+TEST(DropSampling, ASteadyFloodOfAnyRateLosesNothingAfterTheFirstDrain) {
+    for (uint64_t drops = 1; drops <= uint64_t{1} << 34; drops = drops * 3 + 1) {
+        DropSampling sampling(1, kRing, 0);
+        uint64_t lost_total = 0;
+        uint32_t settled = 0;
+        for (int interval = 0; interval < 6; interval++) {
+            const uint64_t asked = drops / sampling.period();
+            const uint64_t read = std::min(asked, kRing);
+            lost_total += asked - read;
+            if (interval >= 1) {
+                EXPECT_EQ(asked, read) << drops << " drops per interval, interval " << interval;
+                EXPECT_TRUE(asked <= kRing / 2 && (asked >= kRing / 16 || sampling.period() == 1))
+                    << drops << " drops per interval ask for " << asked << " events at period " << sampling.period();
+            }
+            const uint32_t period = sampling.after_drain(read, lost_total);
+            if (interval == 1) settled = period;
+            if (interval > 1) {
+                EXPECT_EQ(period, settled) << drops << " drops per interval: the period flaps";
+            }
+        }
+    }
 }
 
 }  // namespace
