@@ -497,19 +497,36 @@ TEST_F(E2E, SighupReloadsThePolicyFileOnlyWhenItChanged) {
     const size_t history_start = history_size();
     EXPECT_EQ(history_start, 1u);
 
-    // Unchanged: no new version. A reload is quick; 1.5 s is ample.
+    // Each reload ends in one log line saying what it did: wait for it.
+    const auto reloaded = [&](const std::string& outcome) {
+        const std::string line = "msg=\"policy file " + outcome + "\"";
+        const auto count = [this, line] {
+            const std::string log = read_file(log_path());
+            size_t n = 0;
+            for (size_t at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) n++;
+            return n;
+        };
+        const size_t before = count();
+        return [=] {
+            const auto deadline = std::chrono::steady_clock::now() + 10s;
+            while (count() == before && std::chrono::steady_clock::now() < deadline)
+                std::this_thread::sleep_for(20ms);
+            return count() > before;
+        };
+    };
+
+    // Unchanged: no new version.
+    auto unchanged = reloaded("unchanged");
     signal_daemon(SIGHUP);
-    std::this_thread::sleep_for(1500ms);
+    ASSERT_TRUE(unchanged()) << "no reload logged within 10 s\n" << read_file(log_path());
     EXPECT_EQ(history_size(), history_start) << "an unchanged file made a new version";
     EXPECT_EQ(current_version(), first);
 
     // Changed: exactly one new version.
     write_file(file, policy_text(600));
+    auto applied = reloaded("applied");
     signal_daemon(SIGHUP);
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (history_size() == history_start && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(100ms);
-    std::this_thread::sleep_for(500ms);
+    ASSERT_TRUE(applied()) << "no reload logged within 10 s\n" << read_file(log_path());
     EXPECT_EQ(history_size(), history_start + 1);
     const auto second = current_version();
     ASSERT_TRUE(second);

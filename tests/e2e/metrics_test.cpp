@@ -35,8 +35,8 @@ using namespace std::chrono_literals;
 // The daemon's default metrics_address, on the namespace's own loopback.
 constexpr int kMetricsPort = 9464;
 constexpr int kPrometheusPort = 9090;
-// The daemon snapshots its metrics about once a second (its loop polls every
-// 250 ms): after this long a scrape shows everything that happened before.
+// The daemon snapshots its metrics once a second: after this long (on an
+// unloaded machine) a scrape shows everything that happened before.
 constexpr auto kSnapshotSettle = 1500ms;
 constexpr double kLimit = 1000;       // pps per source, every class
 constexpr uint64_t kFrameBytes = 64;  // sluice-traffic's default frame (FCS excluded)
@@ -299,6 +299,15 @@ class Metrics : public SluiceE2E {
         return s;
     }
 
+    // The first scrape of a snapshot taken after `status` said `uptime_s`:
+    // the loop samples and publishes in one go, between requests, so its
+    // sluice_uptime_seconds above the status's means counters read after it.
+    std::optional<Scrape> scrape_of_snapshot_after(double uptime_s) {
+        return scrape_until(
+            [&](const Scrape& x) { return x.value("sluice_uptime_seconds").value_or(0) > uptime_s; },
+            "a snapshot taken after status said uptime " + std::to_string(uptime_s) + " s");
+    }
+
     // Scrapes until `ready` holds (5 s).
     template <typename Ready>
     std::optional<Scrape> scrape_until(Ready ready, const std::string& what) {
@@ -397,8 +406,7 @@ TEST_F(Metrics, CountersAgreeWithTheDaemonTheSenderAndTheReceiver) {
         const auto st = status();
         stats_calls++, status_calls++;
         ASSERT_TRUE(s1 && st);
-        std::this_thread::sleep_for(kSnapshotSettle);
-        after = scrape();
+        after = scrape_of_snapshot_after((*st)["daemon"].value("uptime_s", 0.0));
         ASSERT_TRUE(after);
         const auto s2 = stats();
         ASSERT_TRUE(s2);
