@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <ctime>
@@ -574,7 +575,13 @@ int Daemon::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
 Status Daemon::run(DaemonSignals& signals) {
     while (!signals.stop.load()) {
-        if (auto status = server_.run_once(kPollTimeoutMs); !status) return status;
+        // Wake at least every 250 ms (bans end), and when the next sample is
+        // due rather than at the first wake after it: figures a second old
+        // at most, not 1.25 s.
+        const auto sample_in =
+            std::chrono::ceil<std::chrono::milliseconds>(last_sample_ + kSampleInterval - Clock::now()).count();
+        const int timeout = static_cast<int>(std::clamp<long long>(sample_in, 0, kPollTimeoutMs));
+        if (auto status = server_.run_once(timeout); !status) return status;
         if (signals.reload.exchange(false)) {
             log(LogLevel::info, "SIGHUP: reloading the policy file");
             reload_policy_file();
@@ -589,7 +596,9 @@ Status Daemon::run(DaemonSignals& signals) {
             check_interfaces();
             sample_counters();
             publish_metrics();
-            last_sample_ = now;
+            // On a one-second grid: a late sample does not push the next
+            // one later (unless it is a whole interval late).
+            last_sample_ = now - last_sample_ < 2 * kSampleInterval ? last_sample_ + kSampleInterval : now;
         }
         if (now - last_count_ >= kCountInterval) {
             count_sources();

@@ -144,7 +144,7 @@ void FleetLeaser::reconcile_locked() {
     close_accounts_locked(closing);
     for (const auto& akey : closing_keys) accounts_.erase(akey);
 
-    const auto now = Clock::now();
+    const auto now = options_.now ? options_.now() : Clock::now();
     for (const auto& [cells_id, dataplane] : dataplanes_) {
         for (const auto& [class_id, quota] : quotas_) {
             auto& slot = accounts_[{cells_id, class_id}];
@@ -207,7 +207,7 @@ void FleetLeaser::round_locked() {
 }
 
 std::optional<Error> FleetLeaser::lease_one_locked(Account& a, const Error* skip_error) {
-    const auto now = Clock::now();
+    const auto now = options_.now ? options_.now() : Clock::now();
     const int64_t avail = sluice_fleet_available(a.cell);
     const uint64_t taken = load_taken(a.cell);
     const auto spent = static_cast<double>(std::max<int64_t>(static_cast<int64_t>(taken - a.last_taken), 0));

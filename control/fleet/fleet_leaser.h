@@ -105,6 +105,9 @@ struct FleetLeaserOptions {
     // for this long after that exchange. 0: every account exchanges every round.
     std::chrono::milliseconds idle_hold{1000};
     std::function<void(const std::string&)> log;  // one line per state transition (may be empty)
+    // The clock idle_hold and unavailable_after are measured on (empty:
+    // steady_clock), so a test can step it past a bound instead of sleeping.
+    std::function<std::chrono::steady_clock::time_point()> now;
 };
 
 // One (dataplane, fleet class) account.

@@ -10,8 +10,13 @@
 // and the test compares them with the instants the commands returned.
 #include <gtest/gtest.h>
 
+#include <sys/mount.h>
+
+#include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
@@ -46,6 +51,27 @@ std::string policy_text() {
 }
 
 std::string ms_text(int64_t ns) { return std::to_string(ns / kMs) + " ms"; }
+
+// A tmpfs on `path` until it goes (detached lazily: sluiced may still be in it).
+class Tmpfs {
+  public:
+    explicit Tmpfs(std::string path) : path_(std::move(path)) {
+        std::filesystem::create_directories(path_);
+        mounted_ = ::mount("tmpfs", path_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=4m") == 0;
+        if (!mounted_) error_ = std::strerror(errno);
+    }
+    ~Tmpfs() {
+        if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
+    }
+    Tmpfs(const Tmpfs&) = delete;
+    Tmpfs& operator=(const Tmpfs&) = delete;
+    bool ok() const { return mounted_; }
+    const std::string& error() const { return error_; }
+
+  private:
+    std::string path_, error_;
+    bool mounted_ = false;
+};
 
 class Bans : public SluiceE2E {
   protected:
@@ -96,7 +122,12 @@ class Bans : public SluiceE2E {
 
 TEST_F(Bans, ABanDropsWithin50msOfTheCommandAndLiftsAtItsEnd) {
     SLUICE_REQUIRE_BPF();
-    ASSERT_NO_FATAL_FAILURE(start_world());
+    ASSERT_NO_FATAL_FAILURE(make_world());
+    // The bans are stored on tmpfs: removing one waits on no disk, so how
+    // late it is is the loop's period and what the machine takes of it.
+    const Tmpfs state(dir() + "/state");
+    ASSERT_TRUE(state.ok()) << state.error();
+    ASSERT_NO_FATAL_FAILURE(start_daemon());
     ASSERT_TRUE(push_policy("policy.toml", policy_text()));
 
     // ---- 1. The ban, in the middle of a flood ---------------------------------------
@@ -130,6 +161,7 @@ TEST_F(Bans, ABanDropsWithin50msOfTheCommandAndLiftsAtItsEnd) {
     EXPECT_LE(until, returned + 3'000 * kMs);
 
     // ---- 2. Its end: the dataplane lifts it by itself ---------------------------------
+    const uint64_t busy_before = daemon_busy_ns();
     const double seconds_left = static_cast<double>(until - unix_now_ns()) / 1e9;
     ASSERT_GT(seconds_left, 0.3) << "the first part ran too long to see the ban end";
     const auto after = traffic({kBanned}, seconds_left + 1.0);
@@ -141,10 +173,19 @@ TEST_F(Bans, ABanDropsWithin50msOfTheCommandAndLiftsAtItsEnd) {
     ASSERT_GT(lifted.received, 0u) << "the ban never ended";
     EXPECT_GE(lifted.first_received_unix_ns, until - 20 * kMs) << "a frame passed before the ban's end";
     EXPECT_LE(lifted.first_received_unix_ns, until + 200 * kMs) << "the ban outlasted its end";
-    // The daemon removes it from its list within a second of its end.
-    const auto deadline = std::chrono::steady_clock::now() + 3s;
+    // README: sluiced removes it within 250 ms of its end. By its own log:
+    // not before the end, and within 250 ms of it plus what the machine
+    // took of the loop's time meanwhile (on or waiting for a CPU).
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
     while (!bans().empty() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(100ms);
-    EXPECT_TRUE(bans().empty()) << bans().dump();
+    ASSERT_TRUE(bans().empty()) << bans().dump();
+    const int64_t removed = logged_at_ns("msg=\"ban expired\" prefix=10.1.0.0/16");
+    ASSERT_GT(removed, 0) << read_file(log_path());
+    const double busy_ms = static_cast<double>(daemon_busy_ns() - busy_before) / 1e6;
+    figure_line("removed", "sluiced logged the ban's removal " + ms_text(removed - until) +
+                               " after its end, its loop " + figure(busy_ms) + " ms on or waiting for a CPU meanwhile");
+    EXPECT_GE(removed, until / kMs * kMs) << "removed before its end";  // the log has whole ms
+    EXPECT_LE(static_cast<double>(removed - until) / 1e6, 250 + busy_ms) << "removed late";
 }
 
 TEST_F(Bans, ARestartKeepsABanAndUnbanLiftsItAtOnce) {

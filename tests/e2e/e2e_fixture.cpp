@@ -9,8 +9,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <regex>
 #include <sstream>
@@ -312,6 +315,31 @@ uint64_t SluiceWorld::stat_counter(const json& stats, const std::string& stat) {
     const json sl0 = interface_stats(stats, "sl0");
     if (!sl0.is_object() || !sl0.contains("stats")) return 0;
     return sl0["stats"].value(stat, uint64_t{0});
+}
+
+// ---- the daemon's own account of time ---------------------------------------------------
+
+int64_t SluiceWorld::logged_at_ns(const std::string& text) const {
+    std::istringstream log(read_file(log_path()));
+    for (std::string line; std::getline(log, line);) {
+        if (line.find(text) == std::string::npos) continue;
+        std::tm utc{};
+        int ms = 0;
+        if (std::sscanf(line.c_str(), "ts=%d-%d-%dT%d:%d:%d.%dZ", &utc.tm_year, &utc.tm_mon, &utc.tm_mday,
+                        &utc.tm_hour, &utc.tm_min, &utc.tm_sec, &ms) != 7)
+            return -1;
+        utc.tm_year -= 1900;
+        utc.tm_mon -= 1;
+        return static_cast<int64_t>(::timegm(&utc)) * 1'000'000'000 + int64_t{ms} * 1'000'000;
+    }
+    return -1;
+}
+
+uint64_t SluiceWorld::daemon_busy_ns() const {
+    std::ifstream in("/proc/" + std::to_string(daemon_pid_) + "/schedstat");
+    uint64_t on_cpu = 0, runnable = 0;
+    in >> on_cpu >> runnable;
+    return on_cpu + runnable;
 }
 
 // ---- other processes and HTTP inside the namespace ----------------------------------

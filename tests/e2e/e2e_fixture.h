@@ -163,6 +163,16 @@ class SluiceWorld {
     static uint64_t class_counter(const json& stats, const std::string& class_name, const std::string& field);
     static uint64_t stat_counter(const json& stats, const std::string& stat);
 
+    // ---- the daemon's own account of time ----------------------------------------------
+
+    // When sluiced logged the first line holding `text`, by the line's own
+    // ts= (whole ms, rounded down), in unix ns; -1 if there is none.
+    int64_t logged_at_ns(const std::string& text) const;
+    // Time sluiced's loop (its main thread) has been on a CPU or runnable
+    // waiting for one, ns (/proc/PID/schedstat): what the machine took of
+    // its time, beside what it spent waiting for work.
+    uint64_t daemon_busy_ns() const;
+
     // ---- traffic -------------------------------------------------------------------
 
     // Runs sluice-traffic in the namespace: sends `flows` out of sl1 for

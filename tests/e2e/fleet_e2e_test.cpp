@@ -656,6 +656,29 @@ TEST_F(FleetE2E, NodeKilledHoldingALeaseOthersKeepLeasing) {
     for (size_t i = 1; i < kNodes; ++i) expect_still_leasing(i);
 }
 
+// README: while sluiced itself is stopped nobody leases: a fleet class spends
+// what it holds and then drops. Node 0's sluiced is killed while its class
+// is idle, holding its idle lease (an idle exchange gives back what it takes,
+// so the credit `status` shows is what the kill leaves); its XDP program
+// stays pinned and goes on deciding. A flood of the class then gets exactly
+// that credit and nothing more, even under on_unavailable = "open": fallback
+// credit is the daemon's to grant too.
+TEST_F(FleetE2E, StoppedNodeSpendsWhatItHoldsThenDrops) {
+    ASSERT_NO_FATAL_FAILURE(start_fleet("open"));
+    const json before = quota(0);
+    const int64_t held = before.value("credit", int64_t{-1});
+    ASSERT_GT(held, 0) << before.dump();
+    node(0).signal_daemon(SIGKILL);
+    const FleetRun run = flood({kRate, 0, 0}, 2);
+    ASSERT_TRUE(run.ok);
+    ASSERT_TRUE(run.reports[0]);
+    figure_run("stopped", run, static_cast<double>(held), "credit held at the kill: " + std::to_string(held));
+    EXPECT_EQ(run.received[0], static_cast<uint64_t>(held)) << "node 0 did not spend exactly what it held";
+    EXPECT_GT(run.reports[0]->flow(kClass).sent, run.received[0] + static_cast<uint64_t>(kRate))
+        << "the flood says nothing about dropping";
+    for (size_t i = 1; i < kNodes; ++i) expect_still_leasing(i);
+}
+
 // ---- Redis Cluster ------------------------------------------------------------------------
 
 TEST_F(FleetE2E, ThreeNodesShareOneQuotaOnACluster) {

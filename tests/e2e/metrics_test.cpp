@@ -35,8 +35,8 @@ using namespace std::chrono_literals;
 // The daemon's default metrics_address, on the namespace's own loopback.
 constexpr int kMetricsPort = 9464;
 constexpr int kPrometheusPort = 9090;
-// The daemon snapshots its metrics about once a second (its loop polls every
-// 250 ms): after this long a scrape shows everything that happened before.
+// The daemon snapshots its metrics once a second: after this long (on an
+// unloaded machine) a scrape shows everything that happened before.
 constexpr auto kSnapshotSettle = 1500ms;
 constexpr double kLimit = 1000;       // pps per source, every class
 constexpr uint64_t kFrameBytes = 64;  // sluice-traffic's default frame (FCS excluded)

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -157,7 +158,10 @@ TEST_F(FleetLeaserTest, OneNodeStaysWithinTheBoundAndUsesTheQuota) {
     const auto start = Clock::now();
     leaser.start();
     Traffic traffic(&cells.cells[5], 3.0 * kRate);
-    std::this_thread::sleep_for(2s);
+    // A window of 2 s at least, and long enough for the five exchanges checked below.
+    const auto deadline = start + 30s;
+    while (Clock::now() < deadline && (Clock::now() - start < 2s || only(leaser).exchanges < 5))
+        std::this_thread::sleep_for(10ms);
     traffic.stop();
     const double t = seconds(Clock::now() - start);
     leaser.stop();
@@ -333,10 +337,13 @@ TEST_F(FleetLeaserTest, OpenFallbackAdmitsAboutTheFallbackRate) {
     leaser.attach("eth0", cells.get());
     leaser.start();
     Traffic traffic(&cells.cells[4], 4.0 * kFallback);
-    std::this_thread::sleep_for(300ms);
+    // Redis goes away once the node leases from it.
+    auto deadline = Clock::now() + 10s;
+    while (Clock::now() < deadline && only(leaser).redis_granted_total == 0) std::this_thread::sleep_for(10ms);
+    ASSERT_GT(only(leaser).redis_granted_total, 0u) << "no lease from Redis in 10 s";
     server_->pause();
 
-    auto deadline = Clock::now() + 5s;
+    deadline = Clock::now() + 5s;
     while (Clock::now() < deadline && only(leaser).state != LeaseState::fallback) std::this_thread::sleep_for(10ms);
     ASSERT_EQ(only(leaser).state, LeaseState::fallback);
     const auto from = Clock::now();
@@ -412,10 +419,13 @@ TEST_F(FleetLeaserTest, IdleAccountExchangesOncePerHoldTime) {
     const auto min_lease = static_cast<int64_t>(FleetLeaser::min_lease(kRate, 100ms));
     ASSERT_EQ(min_lease, 10);
     {
-        // By hand: rounds in quick succession skip until the hold time has passed.
+        // By hand, on a clock of the test's own: rounds skip until exactly
+        // the hold time has passed, however long the rounds take.
         Cells cells;
         FleetLeaserOptions o = options();
         o.idle_hold = 400ms;
+        Clock::time_point now = Clock::now();
+        o.now = [&now] { return now; };
         FleetLeaser leaser(o);
         leaser.set_quotas(1, {quota(6, "quiet", kRate, kBurst)});
         leaser.attach("eth0", cells.get());
@@ -426,7 +436,11 @@ TEST_F(FleetLeaserTest, IdleAccountExchangesOncePerHoldTime) {
         EXPECT_EQ(only(leaser).exchanges, 1u);
         EXPECT_EQ(only(leaser).idle_skips, 5u);
         EXPECT_EQ(cells.available(6), min_lease);
-        std::this_thread::sleep_for(450ms);
+        now += 399ms;
+        leaser.run_once();  // a millisecond short of idle_hold: still skips
+        EXPECT_EQ(only(leaser).exchanges, 1u);
+        EXPECT_EQ(only(leaser).idle_skips, 6u);
+        now += 1ms;
         leaser.run_once();  // held for idle_hold: returned, and min_lease leased again
         EXPECT_EQ(only(leaser).exchanges, 2u);
         EXPECT_EQ(cells.available(6), min_lease);
@@ -442,7 +456,10 @@ TEST_F(FleetLeaserTest, IdleAccountExchangesOncePerHoldTime) {
         EXPECT_EQ(only(leaser).failures, 0u);
     }
 
-    // Timed, 2 s idle at P = 100 ms: ~1 exchange per idle_hold (500 ms) vs one per round (>= 20).
+    // On the lease threads, P = 100 ms (a round every 50..100 ms, as the
+    // machine runs them), until each node has had 20 rounds: the idle one
+    // exchanges once per idle_hold (500 ms) of the time that took, the
+    // reference (idle_hold 0) every round.
     Cells idle_cells, busy_cells;
     FleetLeaserOptions skipping = options();
     skipping.idle_hold = 500ms;
@@ -453,16 +470,25 @@ TEST_F(FleetLeaserTest, IdleAccountExchangesOncePerHoldTime) {
     reference.set_quotas(1, {quota(6, "quiet", kRate, kBurst, "bbbb")});
     idle.attach("idle", idle_cells.get());
     reference.attach("reference", busy_cells.get());
+    const auto rounds = [](const FleetClassStatus& a) { return a.exchanges + a.idle_skips; };
+    constexpr uint64_t kRounds = 20;
+    const auto start = Clock::now();
     idle.start();
     reference.start();
-    std::this_thread::sleep_for(2s);
+    const auto deadline = start + 30s;
+    while (Clock::now() < deadline && (rounds(only(idle)) < kRounds || rounds(only(reference)) < kRounds))
+        std::this_thread::sleep_for(10ms);
     idle.stop();
     reference.stop();
+    const double t = seconds(Clock::now() - start);
     const FleetClassStatus s = only(idle), r = only(reference);
-    EXPECT_GE(s.exchanges, 2u);
-    EXPECT_LE(s.exchanges, 6u) << "skips " << s.idle_skips;  // 1 + 2 s / 500 ms, + 1 of slack
-    EXPECT_GE(s.idle_skips, 10u);
-    EXPECT_GE(r.exchanges, 12u);  // rounds every 50..100 ms: ~26; slack for a noisy box
+    ASSERT_GE(rounds(s), kRounds) << "in 30 s";
+    ASSERT_GE(rounds(r), kRounds) << "in 30 s";
+    // The first exchange at start, then one per idle_hold at most.
+    const auto most = 1 + static_cast<uint64_t>(std::ceil(t / 0.5));
+    EXPECT_GE(s.exchanges, 1u);
+    EXPECT_LE(s.exchanges, most) << "T " << t << " s, skips " << s.idle_skips;
+    EXPECT_EQ(r.exchanges, rounds(r));
     EXPECT_EQ(r.idle_skips, 0u);
     EXPECT_EQ(idle_cells.available(6), min_lease);
     EXPECT_EQ(s.failures, 0u);

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <mutex>
@@ -289,6 +290,51 @@ TEST(SourceTable, EntriesUnusedForHoursAreEmptiedByTheNextScan) {
     EXPECT_EQ(t.entries_of(1), 0);
     EXPECT_EQ(t.entries_of(2), 1);
     EXPECT_EQ(t.entries_of(3), 1);
+}
+
+// README ("The source table"): two sets of 8 per source keep the new sources
+// that find no free entry under 0.1% up to about 56% occupancy. The clock
+// stands still, so every source stays in debt; on_table_full = closed counts
+// a source whose sets are both in debt and adds nothing. Fill with distinct
+// IPv4 sources through the keyed hash to 56% of the entries and count, as
+// sluice-bench memory does, full-set decisions over all new sources. The
+// key is drawn from SLUICE_TEST_HASH_SEED (printed on failure), so a key
+// that breaks the claim can be replayed.
+TEST(SourceTable, TwoSetsOfEightHoldFiftySixPercentWithUnderAThousandthFindingNoRoom) {
+    const char* env = std::getenv("SLUICE_TEST_HASH_SEED");
+    const uint64_t seed = env ? std::strtoull(env, nullptr, 0) : 1;
+    std::mt19937_64 rng(seed);
+    sluice_hash_key key{};
+    for (auto& w : key.word) w = rng();
+    constexpr uint32_t kSets = 1 << 14;
+    constexpr uint64_t kEntries = uint64_t{kSets} * SLUICE_SET_WAYS;
+    constexpr uint64_t kTarget = kEntries * 56 / 100;
+    Table t(kSets);
+    t.limit = source_limit(1, 1);
+    t.on_table_full = SLUICE_TABLE_FULL_CLOSED;
+    uint64_t held = 0, new_sources = 0, full_sets = 0;
+    for (uint32_t n = 0; held < kTarget; n++) {
+        sluice_source_key source{};
+        source.class_id = 1;
+        source.family = SLUICE_FAMILY_IPV4;
+        const uint32_t address = htonl(0x0a000000u + n);
+        std::memcpy(source.addr, &address, 4);
+        const uint64_t hash = sluice_source_hash(&source, &key);
+        sluice_levels l = t.levels(0, sluice_source_home(hash, kSets - 1), sluice_source_second(hash, kSets - 1));
+        l.source.tag = sluice_source_tag(hash);
+        const sluice_decision d = sluice_decide(&l, 64, 0, kT0);
+        if (d.table == SLUICE_TABLE_INSERTED) held++;
+        if (d.table == SLUICE_TABLE_FULL) full_sets++;
+        // A tag met again in its sets is a known source refused for its debt:
+        // not a new one (as in the bench).
+        new_sources += d.table == SLUICE_TABLE_INSERTED || d.table == SLUICE_TABLE_FULL;
+    }
+    const double fraction = static_cast<double>(full_sets) / static_cast<double>(new_sources);
+    EXPECT_LT(fraction, 0.001) << "SLUICE_TEST_HASH_SEED=" << seed << ": " << full_sets << " of " << new_sources
+                               << " new sources found both sets in debt by " << held << " of " << kEntries
+                               << " entries held";
+    std::cout << "[ occupancy ] seed " << seed << ": " << held << "/" << kEntries << " entries, " << full_sets
+              << " of " << new_sources << " new sources found no room (" << fraction * 100 << "%)\n";
 }
 
 // ---- the create protocol, step by step ------------------------------------------------
