@@ -408,7 +408,6 @@ TEST_F(Faults, SigkillDuringPushesLeavesAConsistentHistory) {
                              std::to_string(leftovers) +
                              " files of unfinished commits removed at restart, slowest restart " +
                              figure(slowest_restart_ms) + " ms, seed " + std::to_string(seed));
-    EXPECT_LT(seconds, 90) << "the loop takes too long for the suite";
 }
 
 // ---- 3. an interface deleted, pins removed, behind the daemon's back ---------------------
