@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "common/hash_key_from_env.h"
 #include "common/packet_builder.h"
 #include "common/policy_builder.h"
 #include "common/privilege.h"
@@ -147,6 +148,7 @@ class XdpTest : public ::testing::Test {
     }
 
     void TearDown() override {
+        if (dp_) print_hash_key_if_failed(dp_->hash_key());
         if (dp_ && shareable_) {
             SharedDataplane& shared = shared_dataplane();
             shared.dp = std::move(dp_);
@@ -173,7 +175,9 @@ class XdpTest : public ::testing::Test {
         baseline_counters_.clear();
         baseline_ban_counters_.clear();
         baseline_stats_ = {};
-        auto dp = XdpDataplane::open(opts);
+        XdpOptions keyed = opts;
+        if (!keyed.hash_key) keyed.hash_key = hash_key_from_env();
+        auto dp = XdpDataplane::open(keyed);
         ASSERT_TRUE(dp.ok()) << "XdpDataplane::open: " << describe(dp);
         dp_ = std::move(dp.value());
         cpus_ = dp_->possible_cpus();
