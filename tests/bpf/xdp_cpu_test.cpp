@@ -197,8 +197,8 @@ class XdpRealClock : public XdpCpus {
         const double seconds = static_cast<double>(monotonic_ns() - begin) / 1e9;
         ASSERT_EQ(floods.error(), 0) << std::strerror(floods.error());
         calibrated_per_second_ = static_cast<double>(floods.sent()) / static_cast<double>(sources.size()) / seconds;
-        const uint64_t rate = std::clamp<uint64_t>(static_cast<uint64_t>(calibrated_per_second_ / kCalibrationMargin),
-                                                   1'000, kMaxRate);
+        const uint64_t rate =
+            std::clamp<uint64_t>(static_cast<uint64_t>(calibrated_per_second_ / kCalibrationMargin), 1'000, kMaxRate);
         limit_ = Limit{.rate = rate, .burst = rate / 2};
         std::cout << "[ calibrate] " << sources.size() << " source(s) offered " << calibrated_per_second_
                   << "/s each from " << cpus_ << " CPUs: limit " << limit_.rate << "/s, burst " << limit_.burst << "\n";
@@ -487,8 +487,8 @@ TEST_P(XdpRealClockWindows, OneFloodedLevelNeverPassesItsAlgorithmsBound) {
     // in a window if that is less.
     scenarios::WindowCase c = GetParam();
     c.limit = std::clamp<uint64_t>(
-        static_cast<uint64_t>(calibrated_per_second_ * static_cast<double>(c.window_ns) / 1e9 / kCalibrationMargin),
-        1, c.limit);
+        static_cast<uint64_t>(calibrated_per_second_ * static_cast<double>(c.window_ns) / 1e9 / kCalibrationMargin), 1,
+        c.limit);
     const Window w = saturate(policy().add(scenarios::window_case_class(c)).build(), {"192.0.2.1"});
     const uint64_t admitted = w.admitted();
     const uint64_t bound = scenarios::window_bound(c.algorithm, c.limit, c.window_ns, w.begin_ns, w.end_ns);
@@ -499,11 +499,10 @@ TEST_P(XdpRealClockWindows, OneFloodedLevelNeverPassesItsAlgorithmsBound) {
     const uint64_t contended = stat(SLUICE_STAT_SOURCE_CONTENDED);
     const uint64_t floor = measured_floor(w, c) - std::min(measured_floor(w, c), contended);
     std::cout << "[ window   ] " << scenarios::window_case_name({c, 0}) << " N=" << cpus_ << " limit=" << c.limit
-              << " T=" << w.seconds
-              << " s offered=" << w.offered << " (" << static_cast<double>(w.offered) / bound
+              << " T=" << w.seconds << " s offered=" << w.offered << " (" << static_cast<double>(w.offered) / bound
               << "x bound) admitted=" << admitted << " bound=" << bound
-              << " admitted/bound=" << static_cast<double>(admitted) / bound
-              << " floor=" << floor << " (contended " << contended << "; limit in every window flooded throughout: " << whole_windows << ")\n";
+              << " admitted/bound=" << static_cast<double>(admitted) / bound << " floor=" << floor << " (contended "
+              << contended << "; limit in every window flooded throughout: " << whole_windows << ")\n";
     EXPECT_GT(static_cast<double>(w.offered), kSaturation * static_cast<double>(bound))
         << "the flood never saturated the limit (calibrated at " << calibrated_per_second_ << "/s)";
     EXPECT_LE(admitted, bound);

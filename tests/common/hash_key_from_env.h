@@ -55,8 +55,7 @@ inline std::optional<sluice_hash_key> hash_key_from_env() {
 
 // Says which key this test's table had, if the test failed.
 inline void print_hash_key_if_failed(const sluice_hash_key& key) {
-    if (::testing::Test::HasFailure())
-        std::cout << "[ hash key ] " << kHashKeyEnv << "=" << hash_key_text(key) << "\n";
+    if (::testing::Test::HasFailure()) std::cout << "[ hash key ] " << kHashKeyEnv << "=" << hash_key_text(key) << "\n";
 }
 
 }  // namespace sluice::test

@@ -306,8 +306,8 @@ TEST_P(DpdkWorkersRealClock, OneFloodedLevelNeverPassesItsAlgorithmsBound) {
 
     apply(policy().add({.id = 1, .action = SLUICE_ACTION_PASS}).build());
     const WorkersFlood calibration = flood_for(std::chrono::milliseconds(300));
-    const double offered_per_second = static_cast<double>(calibration.offered) * 1e9 /
-                                      static_cast<double>(calibration.end_ns - calibration.begin_ns);
+    const double offered_per_second =
+        static_cast<double>(calibration.offered) * 1e9 / static_cast<double>(calibration.end_ns - calibration.begin_ns);
     c.limit = std::clamp<uint64_t>(
         static_cast<uint64_t>(offered_per_second * static_cast<double>(c.window_ns) / 1e9 / kCalibrationMargin), 1,
         c.limit);
@@ -330,8 +330,8 @@ TEST_P(DpdkWorkersRealClock, OneFloodedLevelNeverPassesItsAlgorithmsBound) {
     std::cout << "[ window   ] " << scenarios::window_case_name({c, 0}) << " workers=2 calibrated at "
               << offered_per_second << "/s: limit=" << c.limit << " offered=" << w.offered << " ("
               << static_cast<double>(w.offered) / bound << "x bound) admitted=" << admitted << " bound=" << bound
-              << " admitted/bound=" << static_cast<double>(admitted) / bound
-              << " floor=" << floor << " (limit in every window flooded throughout: " << whole_windows << ")\n";
+              << " admitted/bound=" << static_cast<double>(admitted) / bound << " floor=" << floor
+              << " (limit in every window flooded throughout: " << whole_windows << ")\n";
     EXPECT_GT(static_cast<double>(w.offered), kSaturation * static_cast<double>(bound))
         << "the flood never saturated the limit (calibrated at " << offered_per_second << "/s)";
     EXPECT_LE(admitted, bound);
