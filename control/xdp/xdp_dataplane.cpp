@@ -113,7 +113,9 @@ Status XdpDataplane::load(const XdpOptions& options) {
 
     // A pinned table was filled under its own key; a new one gets a new key,
     // so nobody can know in advance which sources share a set.
-    if (!adopted_meta_ && getrandom(&hash_key_, sizeof(hash_key_), 0) != static_cast<ssize_t>(sizeof(hash_key_)))
+    if (!adopted_meta_ && options.hash_key)
+        hash_key_ = *options.hash_key;
+    else if (!adopted_meta_ && getrandom(&hash_key_, sizeof(hash_key_), 0) != static_cast<ssize_t>(sizeof(hash_key_)))
         return syscall_error(SyscallOp::load, "drawing the source table's hash key", errno);
     for (int i = 0; i < SLUICE_HASH_KEY_WORDS; i++) skel_->rodata->sluice_hash_key.word[i] = hash_key_.word[i];
 

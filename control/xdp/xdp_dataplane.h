@@ -56,6 +56,9 @@ struct XdpOptions {
     // The caller holds the kernel's BPF run-time statistics on
     // (BPF_ENABLE_STATS); without it decision_cost() reads 0.
     bool run_time_stats = false;
+    // Tests only: a new source table's key instead of one drawn at random
+    // (with it, anyone can tell which sources share a set).
+    std::optional<sluice_hash_key> hash_key{};
 };
 
 class XdpDataplane : public EnforcementPoint {

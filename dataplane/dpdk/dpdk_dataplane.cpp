@@ -122,7 +122,10 @@ Status DpdkDataplane::allocate(const DpdkOptions& options) {
     // outside this process knows.
     shared_->set_count = SLUICE_SOURCE_SETS_MIN;
     while (uint64_t{shared_->set_count} * SLUICE_SET_WAYS < options.source_capacity) shared_->set_count *= 2;
-    if (getrandom(&shared_->hash_key, sizeof(shared_->hash_key), 0) != static_cast<ssize_t>(sizeof(shared_->hash_key)))
+    if (options.hash_key)
+        shared_->hash_key = *options.hash_key;
+    else if (getrandom(&shared_->hash_key, sizeof(shared_->hash_key), 0) !=
+             static_cast<ssize_t>(sizeof(shared_->hash_key)))
         return Error{std::string("drawing the source table's hash key: ") + std::strerror(errno)};
     shared_->sets = static_cast<sluice_source_set*>(rte_zmalloc_socket(
         "sluice_sources", sizeof(sluice_source_set) * shared_->set_count, RTE_CACHE_LINE_SIZE, socket));

@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +69,9 @@ struct DpdkOptions {
     bool test_clock = false;
     // NUMA socket for the tables (-1: any).
     int socket_id = -1;
+    // Tests only: the source table's key instead of one drawn at random
+    // (with it, anyone can tell which sources share a set).
+    std::optional<sluice_hash_key> hash_key{};
 };
 
 // An ethdev queue a worker receives from or sends to.
@@ -129,6 +133,8 @@ class DpdkDataplane final : public EnforcementPoint {
     sluice_fleet_credit* fleet_credits() override;
 
     uint32_t worker_count() const { return static_cast<uint32_t>(workers_.size()); }
+    // The source table's key.
+    const sluice_hash_key& hash_key() const;
     // The drop sampling period a worker uses now (raised by drain_events
     // while a flood would overrun its event ring).
     uint32_t drop_sample_period(uint32_t worker) const { return sampling_.at(worker).period(); }

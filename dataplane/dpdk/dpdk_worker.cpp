@@ -414,4 +414,6 @@ uint64_t DpdkDataplane::now_ns() const {
 
 void DpdkDataplane::set_test_clock(uint64_t now_ns) { test_now_ns_.store(now_ns, std::memory_order_relaxed); }
 
+const sluice_hash_key& DpdkDataplane::hash_key() const { return shared_->hash_key; }
+
 }  // namespace sluice

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "common/hash_key_from_env.h"
 #include "common/packet_builder.h"
 #include "common/policy_builder.h"
 #include "common/privilege.h"
@@ -74,15 +75,46 @@ class Flood {
             error_ = errno;
             return;
         }
+        uint64_t before_last = 0, last = monotonic_ns();  // when the two calls before returned
         while (!stop.load(std::memory_order_relaxed)) {
             const int err = test_run(prog_fd_, frame_, repeat_, nullptr);
             if (err) {
                 error_ = err;
                 return;
             }
-            if (sent_ == 0) first_return_ns_ = monotonic_ns();
+            const uint64_t now = monotonic_ns();
+            if (sent_ == 0) first_return_ns_ = now;
+            // The last two calls decided inside [before_last, now], so any
+            // stretch without a decision of this thread lies in such a span.
+            if (before_last != 0 && now - before_last > kStallRecordNs) stalls_.push_back({before_last, now});
+            if (returns_per_ms_.empty()) first_ms_ = now / 1'000'000;
+            const uint64_t ms = now / 1'000'000 - first_ms_;
+            if (ms >= returns_per_ms_.size()) returns_per_ms_.resize(ms + 1);
+            returns_per_ms_[ms]++;
+            before_last = last;
+            last = now;
             sent_ += repeat_;
         }
+    }
+
+    // [from, to] on CLOCK_MONOTONIC, spanning two calls of this thread and so
+    // holding every stretch in which it decided nothing longer than
+    // kStallRecordNs (each such stretch lies in at least one of these).
+    struct Stall {
+        uint64_t from_ns, to_ns;
+    };
+    static constexpr uint64_t kStallRecordNs = 10'000'000;
+    // Read after the thread has been joined.
+    const std::vector<Stall>& stalls() const { return stalls_; }
+
+    // Decisions this thread made surely inside [from_ns, to_ns), both whole
+    // milliseconds of CLOCK_MONOTONIC: those of each call that returned in
+    // it, less the first call's (which may have decided before from_ns).
+    uint64_t decisions_within(uint64_t from_ns, uint64_t to_ns) const {
+        uint64_t returns = 0;
+        for (uint64_t ms = from_ns / 1'000'000; ms < to_ns / 1'000'000; ms++)
+            if (ms >= first_ms_ && ms - first_ms_ < returns_per_ms_.size()) returns += returns_per_ms_[ms - first_ms_];
+        return returns > 0 ? (returns - 1) * repeat_ : 0;
     }
 
     uint64_t sent() const { return sent_; }
@@ -98,6 +130,9 @@ class Flood {
     uint64_t sent_ = 0;
     int error_ = 0;
     std::atomic<uint64_t> first_return_ns_{0};
+    std::vector<Stall> stalls_;
+    uint64_t first_ms_ = 0;
+    std::vector<uint32_t> returns_per_ms_;  // from first_ms_ on
 };
 
 // ---- the fixture ----------------------------------------------------------------
@@ -147,6 +182,7 @@ class XdpTest : public ::testing::Test {
     }
 
     void TearDown() override {
+        if (dp_) print_hash_key_if_failed(dp_->hash_key());
         if (dp_ && shareable_) {
             SharedDataplane& shared = shared_dataplane();
             shared.dp = std::move(dp_);
@@ -173,7 +209,9 @@ class XdpTest : public ::testing::Test {
         baseline_counters_.clear();
         baseline_ban_counters_.clear();
         baseline_stats_ = {};
-        auto dp = XdpDataplane::open(opts);
+        XdpOptions keyed = opts;
+        if (!keyed.hash_key) keyed.hash_key = hash_key_from_env();
+        auto dp = XdpDataplane::open(keyed);
         ASSERT_TRUE(dp.ok()) << "XdpDataplane::open: " << describe(dp);
         dp_ = std::move(dp.value());
         cpus_ = dp_->possible_cpus();

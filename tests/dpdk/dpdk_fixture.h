@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/hash_key_from_env.h"
 #include "common/policy_builder.h"
 #include "common/privilege.h"
 #include "dpdk_dataplane.h"
@@ -86,7 +87,8 @@ class DpdkTest : public ::testing::Test {
   public:
     void SetUp() override {
         SLUICE_REQUIRE_DPDK();
-        const DpdkOptions opts = options();
+        DpdkOptions opts = options();
+        if (!opts.hash_key) opts.hash_key = hash_key_from_env();
         port_ = RingPort::open(static_cast<uint16_t>(opts.workers));
         ASSERT_TRUE(port_) << "cannot open a ring port";
         auto dp = DpdkDataplane::create(opts);
@@ -98,6 +100,7 @@ class DpdkTest : public ::testing::Test {
     }
 
     void TearDown() override {
+        if (dp_) print_hash_key_if_failed(dp_->hash_key());
         dp_.reset();  // frees held frames before the port goes
         port_.reset();
     }

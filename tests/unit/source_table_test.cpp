@@ -467,10 +467,73 @@ TEST(SourceTableThreads, SimultaneousFirstPacketsCreateOneEntryAndAdmitOneBurst)
     EXPECT_LE(short_rounds, static_cast<uint64_t>(kRounds / 20));
 }
 
-// Two sources sharing a set, hammered from every CPU on the real clock: each
-// gets exactly burst + rate*T, T from its first offer to its last, whatever
-// the other does to the cache line.
+// Two sources sharing a set, hammered from every CPU: each offer reads a
+// logical clock that every offer advances by kStep, so each source is offered
+// 10x faster than its rate in the time the table sees, however the threads
+// are scheduled (a preempted thread only holds back one offer's time, and the
+// others go on offering both sources). Each source gets exactly
+// burst + rate*T, T from its first offer's time to its last, whatever the
+// other does to the cache line.
 TEST(SourceTableThreads, TwoSourcesSharingASetEachGetExactlyTheirBound) {
+    const unsigned threads = std::max(2u, std::thread::hardware_concurrency());
+    constexpr uint64_t kRate = 200'000, kBurst = 20'000;  // a token every 5 us
+    constexpr uint64_t kStep = 250;                       // ns: each source offered every 500 ns
+    constexpr uint64_t kSpan = kSecond / 2;               // of logical time
+    Table t;
+    t.limit = source_limit(kRate, kBurst);
+    std::atomic<uint64_t> clock{kT0};
+    std::atomic<bool> go{false};
+    std::atomic<unsigned> started{0};
+    std::mutex totals;
+    uint64_t admitted[2] = {0, 0}, contended[2] = {0, 0}, first[2] = {~0ULL, ~0ULL}, last[2] = {0, 0};
+    std::vector<std::thread> workers;
+    for (unsigned w = 0; w < threads; w++) {
+        workers.emplace_back([&, w] {
+            started++;
+            while (!go.load()) std::this_thread::yield();
+            uint64_t mine[2] = {0, 0}, my_contended[2] = {0, 0}, my_first[2] = {~0ULL, ~0ULL}, my_last[2] = {0, 0};
+            for (uint64_t i = w;; i++) {
+                const uint64_t now = clock.fetch_add(kStep, std::memory_order_relaxed);
+                if (now >= kT0 + kSpan) break;
+                const uint64_t source = i & 1;
+                const sluice_levels l = t.levels(source + 1);
+                const sluice_decision d = sluice_decide(&l, 64, 0, now);
+                mine[source] += d.verdict == SLUICE_VERDICT_PASS;
+                my_contended[source] += d.table == SLUICE_TABLE_CONTENDED;
+                my_first[source] = std::min(my_first[source], now);
+                my_last[source] = std::max(my_last[source], now);
+            }
+            const std::lock_guard lock(totals);
+            for (int s = 0; s < 2; s++) {
+                admitted[s] += mine[s];
+                contended[s] += my_contended[s];
+                first[s] = std::min(first[s], my_first[s]);
+                last[s] = std::max(last[s], my_last[s]);
+            }
+        });
+    }
+    while (started.load() < threads) std::this_thread::yield();
+    go = true;
+    for (auto& w : workers) w.join();
+    for (int s = 0; s < 2; s++) {
+        const uint64_t bound = kBurst + (last[s] - first[s]) * kRate / kSecond;
+        std::cout << "[ threads  ] source " << s << ": " << admitted[s] << " admitted, bound " << bound
+                  << " (T=" << last[s] - first[s] << " ns logical; contended offers " << contended[s] << ")\n";
+        EXPECT_LE(admitted[s], bound);
+        // No time passes between a source's offers long enough to fill its
+        // bucket, so no refill is lost: every token due by its last offer is
+        // taken, unless every offer from its due time on lost its swap
+        // SLUICE_SOURCE_ATTEMPTS times (dropped as contended).
+        EXPECT_GE(admitted[s] + contended[s], bound);
+    }
+    EXPECT_EQ(t.entries_of(1), 1);
+    EXPECT_EQ(t.entries_of(2), 1);
+}
+
+// The same on the real clock, as a smoke test of the clock read in the loop:
+// only what no scheduling can change is asserted (a preempted thread costs
+// refill, so how much of the bound a source gets is the machine's).
+TEST(SourceTableThreads, TwoSourcesSharingASetOnTheRealClockNeverPassTheirBound) {
     const unsigned threads = std::max(2u, std::thread::hardware_concurrency());
     constexpr uint64_t kRate = 200'000, kBurst = 20'000;
     Table t;
@@ -490,12 +553,13 @@ TEST(SourceTableThreads, TwoSourcesSharingASetEachGetExactlyTheirBound) {
             started++;
             while (!go.load()) std::this_thread::yield();
             uint64_t mine[2] = {0, 0}, my_first[2] = {~0ULL, ~0ULL}, my_last[2] = {0, 0};
-            for (uint64_t i = w; !stop.load(std::memory_order_relaxed); i++) {
+            // Both sources at least once, however late this thread runs.
+            for (uint64_t i = w; i < w + 2 || !stop.load(std::memory_order_relaxed); i++) {
                 const uint64_t source = i & 1, now = clock_ns();
                 const sluice_levels l = t.levels(source + 1);
                 mine[source] += sluice_decide(&l, 64, 0, now).verdict == SLUICE_VERDICT_PASS;
                 my_first[source] = std::min(my_first[source], now);
-                my_last[source] = now;
+                my_last[source] = std::max(my_last[source], now);
             }
             const std::lock_guard lock(totals);
             for (int s = 0; s < 2; s++) {
@@ -507,14 +571,16 @@ TEST(SourceTableThreads, TwoSourcesSharingASetEachGetExactlyTheirBound) {
     }
     while (started.load() < threads) std::this_thread::yield();
     go = true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     stop = true;
     for (auto& w : workers) w.join();
     for (int s = 0; s < 2; s++) {
         const uint64_t bound = kBurst + (last[s] - first[s]) * kRate / kSecond;
-        std::cout << "[ threads  ] source " << s << ": " << admitted[s] << " admitted, bound " << bound << "\n";
+        std::cout << "[ threads  ] real clock, source " << s << ": " << admitted[s] << " admitted, bound " << bound
+                  << "\n";
         EXPECT_LE(admitted[s], bound);
-        EXPECT_GE(static_cast<double>(admitted[s]), 0.99 * static_cast<double>(bound));
+        // Its first offer found a full bucket.
+        EXPECT_GE(admitted[s], 1u);
     }
     EXPECT_EQ(t.entries_of(1), 1);
     EXPECT_EQ(t.entries_of(2), 1);
