@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <random>
 #include <vector>
@@ -66,14 +67,13 @@ struct WindowModel {
 // Every admission's time; one is admitted iff fewer than `limit` lie in (t - W, t].
 struct LogModel {
     uint64_t window_ns, limit;
-    std::vector<uint64_t> times;
+    std::deque<uint64_t> times;  // admissions still inside the window, oldest first
 
-    uint64_t inside(uint64_t now) const {
-        return std::count_if(times.begin(), times.end(), [&](uint64_t t) { return now - t < window_ns; });
-    }
     bool decide(uint64_t now) {
         if (!times.empty()) now = std::max(now, times.back());
-        if (inside(now) >= limit) return false;
+        // The model's clock never goes back, so what left the window stays out.
+        while (!times.empty() && now - times.front() >= window_ns) times.pop_front();
+        if (times.size() >= limit) return false;
         times.push_back(now);
         return true;
     }

@@ -19,7 +19,6 @@
 #include <thread>
 #include <vector>
 
-#include "common/sanitized.h"
 #include "window_models.h"
 
 namespace sluice::test {
@@ -156,9 +155,6 @@ TEST(WindowBounds, TheSlidingLogNeverPassesTheLimitInAnyRollingWindow) {
     }
 }
 
-// Not in the sanitizer build: millions of decisions (6 s here, over 5 minutes
-// under ASan), and the decision-by-decision cases above check the same code.
-#if !SLUICE_TEST_SANITIZED
 // ---- the sliding-window counter against the exact log ----------------------------
 
 struct Disagreement {
@@ -220,7 +216,6 @@ TEST(SlidingWindow, ItsErrorAgainstTheExactLogStaysWithinTheStatedBound) {
         }
     }
 }
-#endif  // !SLUICE_TEST_SANITIZED
 
 // ---- the quota ------------------------------------------------------------------
 
