@@ -15,7 +15,8 @@ bash scripts/install-deps.sh
 source scripts/ccache-env.sh
 build_dir=${SLUICE_SANITIZE_DIR:-build-sanitize}
 if [[ ! -f $build_dir/build.ninja ]]; then
-  CC=clang CXX=clang++ meson setup "$build_dir" -Ddpdk=enabled -Dbench=false -Dfuzz=true \
+  # Named with ccache in front: meson adds ccache only to compilers it picks itself.
+  CC="ccache clang" CXX="ccache clang++" meson setup "$build_dir" -Ddpdk=enabled -Dbench=false -Dfuzz=true \
     -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=0 -Ddebug=false \
     "-Dc_args=-g1 -fno-sanitize-recover=all" "-Dcpp_args=-g1 -fno-sanitize-recover=all"
 fi
