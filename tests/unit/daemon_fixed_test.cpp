@@ -70,7 +70,10 @@ double busy_ms_between(const LoopMark& from, const LoopMark& to) {
 }
 
 // In memory: counters and events the test sets, policies apply() was given.
-// The daemon's loop thread calls it while the test thread sets it, hence the lock.
+// The daemon's loop thread calls it while the test thread sets it, hence the
+// lock. A test that waits on the loop polls the atomic counts instead: a
+// waiting thread preempted while it held the lock would stall the loop, and
+// the loop's timing is what those tests judge.
 class FakePoint : public EnforcementPoint {
   public:
     Status apply(const CompiledPolicy& policy) override {
@@ -85,6 +88,7 @@ class FakePoint : public EnforcementPoint {
     Result<std::vector<sluice_counter>> counters() override {
         std::lock_guard lock(mutex_);
         samples_.push_back(loop_mark());  // once per sample, and per `stats`
+        sample_count_.store(samples_.size());
         return counters_;
     }
     Result<std::array<uint64_t, SLUICE_STAT_COUNT>> stats() override {
@@ -117,6 +121,7 @@ class FakePoint : public EnforcementPoint {
         if (auto checked = check_bans(bans); !checked) return checked;
         std::lock_guard lock(mutex_);
         bans_ = bans;
+        bans_in_force_.store(bans.size());
         ban_sets_++;
         ban_marks_.push_back(loop_mark(bans.size()));
         return ok_status();
@@ -143,6 +148,8 @@ class FakePoint : public EnforcementPoint {
         std::lock_guard lock(mutex_);
         return bans_;
     }
+    size_t bans_in_force() const { return bans_in_force_.load(); }
+    size_t sample_count() const { return sample_count_.load(); }
     size_t ban_sets() const {
         std::lock_guard lock(mutex_);
         return ban_sets_;
@@ -176,6 +183,7 @@ class FakePoint : public EnforcementPoint {
     std::vector<LoopMark> passes_, samples_, ban_marks_;
     std::vector<sluice_counter> ban_counters_ = std::vector<sluice_counter>(SLUICE_MAX_BANS);
     std::atomic<uint64_t> now_ns_{kFakeClockStartNs};
+    std::atomic<size_t> bans_in_force_{0}, sample_count_{0};
 };
 
 std::vector<uint64_t> versions_of(const std::vector<CompiledPolicy>& policies) {
@@ -595,7 +603,7 @@ TEST_F(DaemonFixedTest, ABanEndsByItselfAtTheLoopsFirstWakeAfterItsEnd) {
     ASSERT_EQ(point_->bans().size(), 1u);
     const auto until = ctl_json({"bans"})["bans"][0]["until_unix_ns"].get<uint64_t>();
     const auto deadline = SteadyClock::now() + std::chrono::seconds(30);
-    while (!point_->bans().empty() && SteadyClock::now() < deadline)
+    while (point_->bans_in_force() != 0 && SteadyClock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ASSERT_TRUE(point_->bans().empty()) << "still in force 29 s after a 1 s ban";
     EXPECT_EQ(ctl_json({"bans"})["bans"], json::array());
@@ -644,7 +652,7 @@ TEST_F(DaemonFixedTest, FiguresAreSnapshotOnceASecond) {
     ASSERT_NO_FATAL_FAILURE(start());
     constexpr size_t kSamples = 7;  // the one at start-up, then the loop's six
     const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
-    while (point_->samples().size() < kSamples && SteadyClock::now() < deadline)
+    while (point_->sample_count() < kSamples && SteadyClock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::vector<LoopMark> samples = point_->samples();
     ASSERT_GE(samples.size(), kSamples) << "in 60 s";
