@@ -140,20 +140,29 @@ TEST_F(E2E, EnforcesPerSourceAndClassLimits) {
     check_limited(*r, "greedy", kDefaultRate);
 
     // flood: every source of the /22 sent, and got between its floor and its
-    // bound.
+    // bound. The floor is what a saturated source is owed, or 95% of what it
+    // sent if a busy machine's sender sent it less than that (it skips the
+    // frames it falls behind on, so it never sends one source a burst).
     const FlowCount& flood = r->flow("flood");
     const double source_bound = upper_bound(kFloodRate, kFloodBurst, r->duration_s);
     const double source_floor = lower_bound(kFloodRate, r->duration_s, kFloodBurst);
-    EXPECT_EQ(flood.sources.size(), 1024u) << "the flood did not come from all of 10.3.0.0/22";
+    ASSERT_EQ(flood.sources.size(), 1024u) << "the flood did not come from all of 10.3.0.0/22";
     // One failure for all sources, naming the worst, rather than 1024.
     uint64_t most = 0, least = std::numeric_limits<uint64_t>::max();
-    std::string most_source, least_source;
+    std::string most_source;
+    double least_over_floor = std::numeric_limits<double>::max(), least_floor = 0;
+    std::string short_source;
     for (const auto& [source, count] : flood.sources) {
         if (count.received >= most) most = count.received, most_source = source;
-        if (count.received <= least) least = count.received, least_source = source;
+        least = std::min(least, count.received);
+        const double floor = std::min(source_floor, 0.95 * static_cast<double>(count.sent));
+        if (static_cast<double>(count.received) - floor < least_over_floor)
+            least_over_floor = static_cast<double>(count.received) - floor, least_floor = floor, short_source = source;
     }
     EXPECT_LE(static_cast<double>(most), source_bound) << "flood source " << most_source << " got past its limit";
-    EXPECT_GE(static_cast<double>(least), source_floor) << "flood source " << least_source << " was over-limited";
+    EXPECT_GE(least_over_floor, 0.0) << "flood source " << short_source << " was over-limited: received "
+                                     << flood.sources.at(short_source).received << " of "
+                                     << flood.sources.at(short_source).sent << " sent, floor " << least_floor;
     figure_line("flood", "sent " + std::to_string(flood.sent) + " received " + std::to_string(flood.received) +
                              " from 1024 sources; per source received " + std::to_string(least) + ".." +
                              std::to_string(most) + ", bound " + figure(source_bound) + ", floor " +
