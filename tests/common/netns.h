@@ -4,12 +4,14 @@
 // that moves the calling thread into a namespace. Each removes what it made
 // in its destructor, also when the test fails; the host's own interfaces are
 // never touched. Names are unique per process and per use, so concurrent runs
-// do not collide.
+// do not collide. What a run killed before its destructors ran left (a suite's
+// timeout) is removed by the next run's first guard.
 #pragma once
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -34,12 +37,42 @@ inline std::string unique_suffix() {
 // Runs a shell command with its stdout discarded; returns system()'s status.
 inline int shell(const std::string& command) { return std::system((command + " >/dev/null").c_str()); }
 
+// The process a "sluice-<what>-<pid>-<n>" name was made by (0: not such a name).
+inline pid_t maker_of(const std::string& name) {
+    const size_t last = name.rfind('-');
+    const size_t before = last == std::string::npos || last == 0 ? std::string::npos : name.rfind('-', last - 1);
+    if (!name.starts_with("sluice-") || before == std::string::npos) return 0;
+    const std::string pid = name.substr(before + 1, last - before - 1), n = name.substr(last + 1);
+    const auto digits = [](const std::string& text) {
+        return !text.empty() && text.size() < 10 && text.find_first_not_of("0123456789") == std::string::npos;
+    };
+    return digits(pid) && digits(n) ? static_cast<pid_t>(std::stol(pid)) : 0;
+}
+
+// Namespaces and pin directories of test runs whose process is gone, once
+// per process: a run that meson's timeout killed never ran its destructors.
+inline void remove_leftovers_of_dead_runs() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        const auto dead = [](const std::string& name) {
+            const pid_t maker = maker_of(name);
+            return maker > 0 && kill(maker, 0) != 0 && errno == ESRCH;
+        };
+        std::error_code ec;
+        for (const auto& entry : std::filesystem::directory_iterator("/var/run/netns", ec))
+            if (const std::string name = entry.path().filename(); dead(name)) shell("ip netns del " + name);
+        for (const auto& entry : std::filesystem::directory_iterator("/sys/fs/bpf", ec))
+            if (dead(entry.path().filename())) std::filesystem::remove_all(entry.path(), ec);
+    });
+}
+
 // A bpffs directory that is removed with everything in it, whatever happens.
 // Made as sluiced makes its own: bpffs is mounted on /sys/fs/bpf first if
 // this machine has none there yet (a fresh boot without systemd has none).
 class PinDir {
   public:
     explicit PinDir(std::string path = "/sys/fs/bpf/sluice-test-" + unique_suffix()) : path_(std::move(path)) {
+        remove_leftovers_of_dead_runs();
         const Status made = prepare_bpffs_dir(path_);
         if (!made) ADD_FAILURE() << made.error().message;
     }
@@ -63,6 +96,7 @@ class PinDir {
 class NetNamespace {
   public:
     explicit NetNamespace(std::string name = "sluice-t-" + unique_suffix()) : name_(std::move(name)) {
+        remove_leftovers_of_dead_runs();
         created_ = shell("ip netns add " + name_) == 0;
         ok_ = created_ && shell("ip -n " + name_ + " link set lo up") == 0;
     }
