@@ -228,6 +228,47 @@ void policy_change_keeps_a_sources_debt(Target& t) {
     EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 1u);
 }
 
+// Every kind of change to a class's per-source limit, one after the other,
+// on a source whose entry each leaves behind (README, "Policy changes keep
+// debt"; the rule is sluice_source_debt_now's and sluice_source_window_step's):
+// a change that keeps the limit keeps its debt (a penalty added); one that
+// counts another way (algorithm, a window's length or count width) starts it
+// fresh, once; a window's limit alone within its count width carries its
+// counts on; a change of unit converts a debt with no refill. The clock
+// stands still, and no limit refills within it.
+template <class Target>
+void every_kind_of_per_source_change_reads_the_entry_as_the_rule_says(Target& t) {
+    const Bytes frame = udp_from("192.0.2.4");
+    uint64_t version = 0;
+    auto push = [&](ClassSpec spec) { t.apply(t.policy(++version).add(spec).build()); };
+    auto window = [](uint8_t algorithm, uint64_t limit, uint64_t window_ns) {
+        return WindowLimit{.algorithm = algorithm, .limit = limit, .window_ns = window_ns};
+    };
+    push({.id = 1, .per_source = Limit{.rate = 1, .burst = 3}});
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD") << "gcra";
+    push({.id = 1,
+          .per_source = Limit{.rate = 1, .burst = 3},
+          .penalty = PenaltyLimit{.over = 4, .within_ns = kSec, .for_ns = 10 * kSec}});
+    EXPECT_EQ(t.verdicts(frame, 1), "D") << "the same limit, a penalty added: its debt kept";
+    push({.id = 1, .per_source_window = window(SLUICE_ALGORITHM_FIXED_WINDOW, 2, 100 * kSec)});
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD") << "gcra -> fixed_window: fresh";
+    push({.id = 1, .per_source_window = window(SLUICE_ALGORITHM_FIXED_WINDOW, 3, 100 * kSec)});
+    EXPECT_EQ(t.verdicts(frame, 2), "PD") << "a limit of 3 in the same 2 bits: its 2 counted carry on";
+    push({.id = 1, .per_source_window = window(SLUICE_ALGORITHM_FIXED_WINDOW, 4, 100 * kSec)});
+    EXPECT_EQ(t.verdicts(frame, 5), "PPPPD") << "a limit of 4 needs 3 bits: fresh";
+    push({.id = 1, .per_source_window = window(SLUICE_ALGORITHM_SLIDING_WINDOW, 4, 100 * kSec)});
+    EXPECT_EQ(t.verdicts(frame, 5), "PPPPD") << "fixed_window -> sliding_window: fresh";
+    push({.id = 1, .per_source_window = window(SLUICE_ALGORITHM_SLIDING_WINDOW, 4, 200 * kSec)});
+    EXPECT_EQ(t.verdicts(frame, 5), "PPPPD") << "another window: fresh";
+    push({.id = 1, .per_source = Limit{.rate = 1, .burst = 2}});
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD") << "sliding_window -> gcra: fresh";
+    push({.id = 1, .per_source = Limit{.rate = 10000, .burst = 20000, .unit = Unit::bytes}});
+    EXPECT_EQ(t.verdicts(frame, 1), "D") << "packets -> bytes: an empty bucket stays empty";
+    push({.id = 1, .per_source = Limit{.rate = 1, .burst = 3}});
+    EXPECT_EQ(t.verdicts(frame, 1), "D") << "bytes -> packets: an empty bucket stays empty";
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 1u) << "one entry all along";
+}
+
 // ---- the penalty box --------------------------------------------------------------
 
 // 10/s, burst 5, penalty over 4 within 1 s for 10 s: the meter holds

@@ -69,6 +69,9 @@ TEST_F(DpdkBuckets, ByteCostsRoundUpAndABurstStillHoldsItsFrames) {
 }
 TEST_F(DpdkBuckets, ClockRegressionRefillsNothing) { scenarios::clock_regression_refills_nothing(*this); }
 TEST_F(DpdkBuckets, PolicyChangeKeepsASourcesDebt) { scenarios::policy_change_keeps_a_sources_debt(*this); }
+TEST_F(DpdkBuckets, EveryKindOfPerSourceChangeReadsTheEntryAsTheRuleSays) {
+    scenarios::every_kind_of_per_source_change_reads_the_entry_as_the_rule_says(*this);
+}
 TEST_F(DpdkBuckets, PenaltyBoxHoldsAFloodForItsTimeAndSparesAPoliteSource) {
     scenarios::penalty_box_holds_a_flood_for_its_time_and_spares_a_polite_source(*this);
 }

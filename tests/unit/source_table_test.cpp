@@ -221,6 +221,25 @@ TEST(SourceDebt, AChangedLimitConvertsTheSameTokensAndOlderGenerationsCountAsEmp
     EXPECT_EQ(sluice_source_debt_now(&limit, word(0), 0), 0u);
 }
 
+// After a change of algorithm (previous_fresh) only the limit replaced reads
+// as fresh. What the next limit wrote, met by a decision still on this one
+// (the old policy slot), is an empty bucket while in debt: read as fresh it
+// gave the new limit's debt back at every such decision (issue #37: 37
+// admitted against a bound of 13).
+TEST(SourceDebt, AfterAChangeOfAlgorithmOnlyTheLimitReplacedReadsAsFresh) {
+    sluice_source_limit limit = source_limit(20, 4);  // 200 ms of tolerance
+    limit.generation = 1;
+    limit.previous_fresh = 1;
+    auto word = [](uint32_t generation) {
+        return (1ULL << SLUICE_ENTRY_TAG_SHIFT) | (static_cast<uint64_t>(generation) << SLUICE_ENTRY_GENERATION_SHIFT);
+    };
+    EXPECT_EQ(sluice_source_debt_now(&limit, word(1), 120'000'000), 120'000'000u);  // its own
+    EXPECT_EQ(sluice_source_debt_now(&limit, word(0), 120'000'000), 0u);            // another algorithm's
+    EXPECT_EQ(sluice_source_debt_now(&limit, word(2), 1), 200'000'000u);            // the next limit's
+    EXPECT_EQ(sluice_source_debt_now(&limit, word(3), 1), 200'000'000u);            // older
+    EXPECT_EQ(sluice_source_debt_now(&limit, word(2), 0), 0u);                      // free is free
+}
+
 // ---- the keyed hash ---------------------------------------------------------------------
 
 TEST(SourceHash, KeysSpreadSourcesEvenlyAndDifferentKeysDisagree) {
@@ -242,6 +261,10 @@ TEST(SourceHash, KeysSpreadSourcesEvenlyAndDifferentKeysDisagree) {
         same += sluice_source_home(ha, kSets - 1) == sluice_source_home(hb, kSets - 1);
         EXPECT_NE(sluice_source_home(ha, kSets - 1), sluice_source_second(ha, kSets - 1));
         EXPECT_NE(sluice_source_tag(ha), 0u);
+        // The pairing is symmetric: a source of this tag whose home is this
+        // one's second set has this one's home as its second.
+        EXPECT_EQ(sluice_source_other(sluice_source_second(ha, kSets - 1), sluice_source_tag(ha), kSets - 1),
+                  sluice_source_home(ha, kSets - 1));
     }
     // 256 a set on average; a fair hash keeps every set within 6 sigma (16).
     for (uint32_t n : per_set) EXPECT_NEAR(n, kSources / kSets, 6 * 16);

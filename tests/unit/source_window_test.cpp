@@ -65,6 +65,47 @@ void check_sources_against_models(uint8_t algorithm, uint64_t seed) {
     }
 }
 
+// After a change from gcra to a window (the window's limit has the next
+// generation, previous_fresh): the replaced limit's entry counts nothing; an
+// entry of the generation after it (what the limit replacing this one wrote,
+// met by a decision still on this one) counts as a full window while busy.
+TEST(SourceWindows, OnlyTheLimitReplacedReadsAsFreshCounts) {
+    Table t;
+    sluice_source_limit gcra{};
+    {
+        auto compiled = compile_source_limit({10, 2, Unit::packets}, kDefaultMaxFrameBytes, "test");
+        ASSERT_TRUE(compiled.ok());
+        gcra = compiled.value();
+    }
+    t.limit = source_window(SLUICE_ALGORITHM_FIXED_WINDOW, 3, kSecond);
+    t.limit.generation = 1;
+    t.limit.previous_fresh = 1;
+    const uint64_t now = 100 * kSecond;
+    auto offer = [&](const sluice_source_limit& limit, uint64_t at) {
+        sluice_levels l = t.levels(7);
+        l.source.limit = &limit;
+        return sluice_decide(&l, 64, 0, at).verdict == SLUICE_VERDICT_PASS;
+    };
+    // The replaced gcra limit (generation 0) left the source empty: fresh counts.
+    gcra.generation = 0;
+    ASSERT_TRUE(offer(gcra, now));
+    ASSERT_TRUE(offer(gcra, now));
+    ASSERT_FALSE(offer(gcra, now));
+    for (int i = 0; i < 3; i++) EXPECT_TRUE(offer(t.limit, now)) << i;
+    EXPECT_FALSE(offer(t.limit, now));
+
+    // The next limit (generation 2) wrote it, in debt: a full window, nothing written.
+    gcra.generation = 2;
+    t.sets[0] = {};
+    t.sets[1] = {};
+    ASSERT_TRUE(offer(gcra, now));
+    const uint64_t written = t.sets[0].entry[0] | t.sets[1].entry[0];
+    EXPECT_FALSE(offer(t.limit, now));
+    EXPECT_EQ(t.sets[0].entry[0] | t.sets[1].entry[0], written);
+    // Once it is free (100 ms later, at 10/s), it counts nothing.
+    EXPECT_TRUE(offer(t.limit, now + 100 * kMs));
+}
+
 TEST(SourceWindows, EachSourceDecidesAsItsOwnModel) {
     for (uint64_t seed = 1; seed <= 40; seed++) {
         ASSERT_NO_FATAL_FAILURE(check_sources_against_models(SLUICE_ALGORITHM_FIXED_WINDOW, seed));

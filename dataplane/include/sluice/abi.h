@@ -33,15 +33,21 @@
 #define SLUICE_LOAD64(ptr) (*(volatile const __u64 *)(ptr))
 #define SLUICE_STORE64(ptr, value) (*(volatile __u64 *)(ptr) = (value))
 #define SLUICE_FULL_FENCE() ((void)0) /* BPF atomics are fully ordered */
-#else
+#else /* a host test may define its own, to pause before each shared access */
+#ifndef SLUICE_LOAD64
 #define SLUICE_LOAD64(ptr) __atomic_load_n((ptr), __ATOMIC_RELAXED)
+#endif
+#ifndef SLUICE_STORE64
 #define SLUICE_STORE64(ptr, value) __atomic_store_n((ptr), (value), __ATOMIC_RELAXED)
+#endif
+#ifndef SLUICE_FULL_FENCE
 #define SLUICE_FULL_FENCE() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#endif
 #endif
 
 /* Bumped on any change to a struct below: a daemon refuses pinned maps whose
  * ABI version differs instead of reinterpreting them. */
-#define SLUICE_ABI_VERSION 9
+#define SLUICE_ABI_VERSION 10
 
 /* ---- units and limits ------------------------------------------------------
  * Tokens are kept in nano-units: one packet (or one byte) is 10^9 nano-units,

@@ -371,14 +371,31 @@ SLUICE_INLINE int sluice_source_check_gcra(const struct sluice_source_ref *src, 
 }
 
 /* A window's judgement: the counts in the entry's time field stepped by
- * `cost` (window.h). A new source's entry, or one another limit's layout
- * wrote, counts nothing: `now` as the field reads as free. */
+ * `cost` (window.h). A new source's entry, or one another limit wrote,
+ * counts nothing: `now` as the field reads as free. (Of those another limit
+ * wrote, sluice_source_window_full has refused the ones still busy first.) */
 SLUICE_INLINE int sluice_source_window_step(const struct sluice_source_limit *limit, struct sluice_source_look *look,
 					    __u64 cost, __u64 now)
 {
 	__u64 field = look->found && sluice_entry_generation(look->seen) == limit->generation ? look->seen : now;
 
 	return sluice_entry_window_step(&limit->window, field, now, cost, &look->next, 0);
+}
+
+/* Does the entry a window limit found count as a full window? One another
+ * limit wrote that is still busy does, as GCRA reads it as an empty bucket
+ * (sluice_source_debt_now): above all what the limit replacing this one
+ * wrote, met by a decision still running on this one. The one exception is
+ * the limit this one replaced when it counted another way (previous_fresh):
+ * fresh. Checked before the step, outside the BPF program's window function,
+ * whose stack has no room for it. */
+SLUICE_INLINE int sluice_source_window_full(const struct sluice_source_limit *limit,
+					    const struct sluice_source_look *look)
+{
+	/* How many generations this limit is ahead of the entry's writer. */
+	__u32 behind = (limit->generation - sluice_entry_generation(look->seen)) & 3u;
+
+	return look->found && behind && look->debt && (behind != 1 || !limit->previous_fresh);
 }
 
 /* sluice_source_check of an entry sluice_source_find_known found: only the
@@ -388,7 +405,7 @@ SLUICE_INLINE int sluice_source_check_known(const struct sluice_source_ref *src,
 {
 	if (!sluice_source_windowed(src->limit))
 		return sluice_source_check_gcra(src, look, cost, now, d);
-	if (SLUICE_SOURCE_WINDOW_STEP_KNOWN(src, look, cost, now))
+	if (!sluice_source_window_full(src->limit, look) && SLUICE_SOURCE_WINDOW_STEP_KNOWN(src, look, cost, now))
 		return 1;
 	*d = sluice_drop(SLUICE_LEVEL_SOURCE);
 	return 0;
@@ -404,7 +421,7 @@ SLUICE_INLINE int sluice_source_check(const struct sluice_source_ref *src, struc
 	placed = sluice_source_placed(src, look, d);
 	if (placed != 1)
 		return placed;
-	if (!SLUICE_SOURCE_WINDOW_STEP(src, look, cost, now)) {
+	if (sluice_source_window_full(src->limit, look) || !SLUICE_SOURCE_WINDOW_STEP(src, look, cost, now)) {
 		*d = sluice_drop(SLUICE_LEVEL_SOURCE);
 		return 0;
 	}

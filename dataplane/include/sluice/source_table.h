@@ -25,8 +25,14 @@
  * (the class's new-source budget applies to the others); new sources take
  * the free entry unused longest.
  *
- * Two sets per source. A source's home set is one keyed hash away, its
- * second set another; it goes to its home set while that has a free entry.
+ * Two sets per source. A source's home set is one keyed hash away; its
+ * second set is the home set moved by an offset drawn from its tag (as a
+ * cuckoo filter finds a fingerprint's other bucket), so sources of one tag
+ * that share a set share both: the creator's look through both sets (below)
+ * then sees every entry of its tag that any of them could be charged on,
+ * and a tag collision can only make two sources share one bucket, never
+ * give one a second. A source goes to its home set while that has a free
+ * entry.
  * 8 entries per set and one choice hold a table to about 34% of its entries
  * before 0.1% of new sources find no free entry; with a second set, first
  * fit, it is 56% (sluice-bench memory measures it on the real table). A
@@ -50,10 +56,14 @@
  * rate: each entry records the generation of its class's per-source limit
  * that wrote it, and a source written under the limit just replaced has its
  * debt converted to the same tokens under the new one when it is next seen
- * (one written under an older one, which only two changes within one burst
- * time leave in debt, counts as an empty bucket; with two bits, four changes
- * within one burst time make a generation look current again, and its debt
- * is then read unconverted).
+ * (or, when the new limit counts another way, previous_fresh, starts fresh).
+ * Any other generation counts as an empty bucket while it is in debt: an
+ * older one, which only two changes within one burst time leave in debt,
+ * and the next one, which a decision still running on the replaced limit
+ * (an XDP packet, a DPDK burst) meets once the new limit has written; read
+ * as fresh, it would undo the new limit's debt at every such decision. With
+ * two bits, four changes within one burst time make a generation look
+ * current again, and its debt is then read unconverted.
  *
  * Concurrency, for the backends' atomics: SLUICE_CAS64 is a full barrier
  * (BPF_ATOMIC cmpxchg, __sync in C); SLUICE_LOAD64 and SLUICE_STORE64 are
@@ -129,11 +139,17 @@ SLUICE_INLINE __u32 sluice_source_home(__u64 hash, __u32 mask)
 	return (__u32)hash & mask;
 }
 
+/* The other set of a source of `tag` one of whose sets is `set`: `set` moved
+ * by an odd offset drawn from the tag alone, so the pairing is symmetric and
+ * every source of one tag that has a set in common with another has both. */
+SLUICE_INLINE __u32 sluice_source_other(__u32 set, __u64 tag, __u32 mask)
+{
+	return set ^ (((__u32)sluice_mix64(tag) & mask) | 1u);
+}
+
 SLUICE_INLINE __u32 sluice_source_second(__u64 hash, __u32 mask)
 {
-	__u32 second = (__u32)(hash >> 23) & mask;
-
-	return second != ((__u32)hash & mask) ? second : second ^ 1;
+	return sluice_source_other(sluice_source_home(hash, mask), sluice_source_tag(hash), mask);
 }
 
 /* ---- GCRA ---------------------------------------------------------------------- */
@@ -166,7 +182,8 @@ SLUICE_INLINE __u64 sluice_scale_capped(__u64 x, __u64 scale, __u64 cap)
 /* How far a source is ahead of its schedule under `limit`, given its entry
  * `word` and its `debt` under the limit that wrote it: the same tokens where
  * that was the limit `limit` replaced (a lower rate or a larger burst is no
- * refill), an empty bucket where it was older. */
+ * refill; none where it counted another way, previous_fresh), an empty
+ * bucket where it was any other. */
 SLUICE_INLINE __u64 sluice_source_debt_now(const struct sluice_source_limit *limit, __u64 word, __u64 debt)
 {
 	__u64 tolerance = limit->current.tolerance_ns, then = limit->previous_tolerance_ns;
@@ -174,9 +191,13 @@ SLUICE_INLINE __u64 sluice_source_debt_now(const struct sluice_source_limit *lim
 
 	if (!debt || written == limit->generation)
 		return debt;
+	/* Older, or the limit replacing this one (a decision still on the old
+	 * policy slot meets what the new one wrote): an empty bucket. */
+	if (written != ((limit->generation - 1u) & 3u))
+		return tolerance;
 	if (limit->previous_fresh)
 		return 0; /* another algorithm's counts: no debt in this one's terms */
-	if (written != ((limit->generation - 1u) & 3u) || !then)
+	if (!then)
 		return tolerance;
 	/* In the penalty box under the limit before: what is left of it stays. */
 	if (debt > then + SLUICE_PENALTY_MARGIN_NS)
