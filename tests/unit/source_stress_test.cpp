@@ -343,6 +343,7 @@ struct Admission {
 struct Outcome {
     uint64_t decisions = 0, admitted = 0, in_flight = 0, evictions = 0, recreations = 0, contended = 0;
     uint64_t checked_windows = 0;
+    double closest = -1e18;  // the most any window admitted over its bound, in packets (<= 0: within)
     std::vector<std::string> over;  // what went past its bound
 };
 
@@ -369,7 +370,7 @@ uint64_t break_allowance(const Regime& regime, const Break& b, uint64_t lag_ns) 
 // burst + rate·(t_j - t_i) + the breaks from t_i - lag on. Linear: the worst
 // start for each end is a running minimum (core_support.h's, with breaks).
 std::string check_gcra(const Regime& regime, const std::vector<uint64_t>& times, const std::vector<Break>& breaks,
-                       uint64_t lag_ns, uint64_t& windows) {
+                       uint64_t lag_ns, uint64_t& windows, double& closest) {
     __extension__ typedef __int128 int128;
     const int128 nano = SLUICE_NANO;
     auto extra_until = [&](uint64_t t, size_t& cursor, int128& sum) {  // breaks with time <= t
@@ -392,6 +393,7 @@ std::string check_gcra(const Regime& regime, const std::vector<uint64_t>& times,
         if (excess > worst) worst = excess, worst_end = j;
         windows++;
     }
+    if (!times.empty()) closest = std::max(closest, static_cast<double>(worst) / 1e9);
     if (worst <= 0) return "";
     return std::to_string(static_cast<double>(worst) / 1e9) + " packets over burst + rate*T in the window ending at " +
            std::to_string(times[worst_end]) + " ns";
@@ -401,7 +403,7 @@ std::string check_gcra(const Regime& regime, const std::vector<uint64_t>& times,
 // from lag before its start, plus those decided within lag of its end
 // (counted, with a clock behind, in the next window's counts).
 std::string check_window(const Regime& regime, const std::vector<uint64_t>& times, const std::vector<Break>& breaks,
-                         uint64_t lag_ns, uint64_t& windows) {
+                         uint64_t lag_ns, uint64_t& windows, double& closest) {
     std::map<uint64_t, uint64_t> counts, allowance;
     for (uint64_t t : times) {
         counts[t / regime.window_ns]++;
@@ -414,6 +416,7 @@ std::string check_window(const Regime& regime, const std::vector<uint64_t>& time
     }
     for (const auto& [window, count] : counts) {
         windows++;
+        closest = std::max(closest, static_cast<double>(count) - static_cast<double>(regime.limit + allowance[window]));
         if (count > regime.limit + allowance[window])
             return std::to_string(count) + " admitted in window " + std::to_string(window) + " against its limit " +
                    std::to_string(regime.limit) + " (+" + std::to_string(allowance[window]) + " for breaks)";
@@ -537,8 +540,8 @@ Outcome run_round(const Scenario& s, const sluice_hash_key& hash_key) {
                 if (b.time + s.lag_ns >= regime_start(s, r)) from_start.push_back(b);
             const Regime& regime = s.regimes[r];
             const std::string over = regime.kind == Kind::gcra
-                                         ? check_gcra(regime, times, from_start, s.lag_ns, outcome.checked_windows)
-                                         : check_window(regime, times, from_start, s.lag_ns, outcome.checked_windows);
+                                         ? check_gcra(regime, times, from_start, s.lag_ns, outcome.checked_windows, outcome.closest)
+                                         : check_window(regime, times, from_start, s.lag_ns, outcome.checked_windows, outcome.closest);
             if (!over.empty())
                 outcome.over.push_back("bucket " + std::to_string(bucket) + " under limit " + std::to_string(r) + " (" +
                                        regime.describe() + "): " + over);
@@ -586,6 +589,10 @@ TEST(SourceStress, EveryBucketStaysWithinItsBoundUnderChurnCollisionsAndPolicyCh
         total.recreations += outcome.recreations;
         total.contended += outcome.contended;
         total.checked_windows += outcome.checked_windows;
+        total.closest = std::max(total.closest, outcome.closest);
+        std::cout << "[ round    ] " << round << ": " << outcome.decisions << " decisions, " << outcome.admitted
+                  << " admitted, " << outcome.evictions << " evictions; closest window " << outcome.closest
+                  << " packets from its bound; " << scenario.describe() << "\n";
         if (!outcome.over.empty()) {
             over_rounds++;
             ADD_FAILURE() << "round " << round << ", " << scenario.describe() << ":\n  " << outcome.over.front()
@@ -596,7 +603,8 @@ TEST(SourceStress, EveryBucketStaysWithinItsBoundUnderChurnCollisionsAndPolicyCh
     std::cout << "[ stress   ] seed " << seed << ": " << rounds << " rounds, " << total.decisions << " decisions, "
               << total.admitted << " admitted (" << total.in_flight << " in flight on a replaced limit), "
               << total.evictions << " evictions, " << total.recreations << " re-creations, " << total.contended
-              << " contended; " << total.checked_windows << " windows checked, " << changes << " policy changes (";
+              << " contended; " << total.checked_windows << " windows checked (closest " << total.closest
+              << " packets from its bound), " << changes << " policy changes (";
     for (const auto& [pair, count] : pairs) std::cout << pair << " " << count << "; ";
     std::cout << "), " << over_rounds << " rounds over\n";
     EXPECT_EQ(over_rounds, 0u);
