@@ -62,6 +62,14 @@ LoopMark loop_mark(size_t bans = 0) {
     return {SteadyClock::now(), unix_now_ns(), thread_busy_ns(), bans, std::this_thread::get_id()};
 }
 
+// What a gap between the loop's wakes may hold beyond its timeout and its
+// thread's busy time: schedstat counts neither what the hypervisor steals
+// from the guest's CPUs (2.5% of this machine's time, in 10 ms ticks) nor a
+// page-in's wait, and a guest has seen 2.75 ms of such a gap go unaccounted
+// (CI, the sanitizer build). A loop that misses a wake is a whole timeout
+// late, so this still tells the two apart.
+constexpr double kUnaccountedMs = 25;
+
 double ms_between(const LoopMark& from, const LoopMark& to) {
     return std::chrono::duration<double, std::milli>(to.at - from.at).count();
 }
@@ -631,7 +639,7 @@ TEST_F(DaemonFixedTest, ABanEndsByItselfAtTheLoopsFirstWakeAfterItsEnd) {
         });
         if (stored) continue;
         const double gap = ms_between(passes[i - 1], passes[i]), busy = busy_ms_between(passes[i - 1], passes[i]);
-        EXPECT_LE(gap, 250 + busy + 2) << "pass " << i << ": " << gap << " ms after the last, " << busy
+        EXPECT_LE(gap, 250 + busy + kUnaccountedMs) << "pass " << i << ": " << gap << " ms after the last, " << busy
                                        << " ms of it on or waiting for a CPU";
         worst_over_ms = std::max(worst_over_ms, gap - busy - 250);
         worst_gap_ms = std::max(worst_gap_ms, gap);
@@ -662,7 +670,7 @@ TEST_F(DaemonFixedTest, FiguresAreSnapshotOnceASecond) {
     double worst_gap_ms = 0;
     for (size_t i = 1; i < samples.size(); i++) {
         const double gap = ms_between(samples[i - 1], samples[i]), busy = busy_ms_between(samples[i - 1], samples[i]);
-        EXPECT_LE(gap, 1000 + busy + 2) << "sample " << i << ": " << gap << " ms after the last, " << busy
+        EXPECT_LE(gap, 1000 + busy + kUnaccountedMs) << "sample " << i << ": " << gap << " ms after the last, " << busy
                                         << " ms of it on or waiting for a CPU";
         worst_gap_ms = std::max(worst_gap_ms, gap);
     }
