@@ -144,6 +144,11 @@ class DpdkDataplane final : public EnforcementPoint {
 
     // The time every worker reads at its next burst (DpdkOptions::test_clock).
     void set_test_clock(uint64_t now_ns);
+    // Tests: flips the active index without an apply, so the next bursts
+    // read the slot the last apply() replaced, as a burst that read the
+    // index just before that flip and is still running does; called again,
+    // flips it forward. Only while no worker runs.
+    void flip_active_slot_for_test();
     // The workers' clock: CLOCK_MONOTONIC scaled from the TSC, or the test clock.
     uint64_t now_ns() const override;
 

@@ -414,6 +414,10 @@ uint64_t DpdkDataplane::now_ns() const {
 
 void DpdkDataplane::set_test_clock(uint64_t now_ns) { test_now_ns_.store(now_ns, std::memory_order_relaxed); }
 
+void DpdkDataplane::flip_active_slot_for_test() {
+    active_.store((active_.load(std::memory_order_relaxed) + 1) % SLUICE_POLICY_SLOTS, std::memory_order_release);
+}
+
 const sluice_hash_key& DpdkDataplane::hash_key() const { return shared_->hash_key; }
 
 }  // namespace sluice

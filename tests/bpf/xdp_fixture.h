@@ -35,6 +35,7 @@
 #include "compiled_policy.h"
 #include "rate_limits.h"
 #include "sluice/abi.h"
+#include "unique_fd.h"
 #include "xdp_dataplane.h"
 
 namespace sluice::test {
@@ -61,6 +62,29 @@ inline int test_run(int prog_fd, const Bytes& frame, uint32_t repeat, uint32_t* 
     if (bpf_prog_test_run_opts(prog_fd, &opts) != 0) return errno;
     if (action) *action = opts.retval;
     return 0;
+}
+
+// An fd of the map named `name` that the program uses (invalid if none):
+// tests reach maps XdpDataplane keeps to itself.
+inline UniqueFd program_map(int prog_fd, const char* name) {
+    bpf_prog_info info{};
+    uint32_t length = sizeof(info);
+    if (bpf_obj_get_info_by_fd(prog_fd, &info, &length) != 0) return {};
+    std::vector<uint32_t> ids(info.nr_map_ids);
+    info = {};
+    info.nr_map_ids = static_cast<uint32_t>(ids.size());
+    info.map_ids = reinterpret_cast<uintptr_t>(ids.data());
+    length = sizeof(info);
+    if (bpf_obj_get_info_by_fd(prog_fd, &info, &length) != 0) return {};
+    for (uint32_t id : ids) {
+        UniqueFd map(bpf_map_get_fd_by_id(id));
+        bpf_map_info map_info{};
+        uint32_t map_length = sizeof(map_info);
+        if (map.valid() && bpf_obj_get_info_by_fd(map.get(), &map_info, &map_length) == 0 &&
+            std::strcmp(map_info.name, name) == 0)
+            return map;
+    }
+    return {};
 }
 
 // Floods the program with one frame from one CPU until told to stop.
@@ -269,6 +293,26 @@ class XdpTest : public ::testing::Test {
             const uint32_t action = run(frame);
             out += action == XDP_PASS ? 'P' : action == XDP_DROP ? 'D' : '?';
         }
+        return out;
+    }
+
+    // n runs of `frame` decided as by packets that read the active policy
+    // slot just before the last apply() flipped it and are still running:
+    // the slot is flipped back for them, then forward again.
+    std::string verdicts_on_the_replaced_policy(const Bytes& frame, int n) {
+        const UniqueFd active = program_map(dp_->program_fd(), "sluice_active");
+        const uint32_t zero = 0;
+        sluice_active now{};
+        EXPECT_TRUE(active.valid()) << "the program has no map sluice_active";
+        if (!active.valid() || bpf_map_lookup_elem(active.get(), &zero, &now) != 0) {
+            ADD_FAILURE() << "reading sluice_active: " << std::strerror(errno);
+            return {};
+        }
+        sluice_active replaced = now;
+        replaced.slot ^= 1;
+        EXPECT_EQ(bpf_map_update_elem(active.get(), &zero, &replaced, BPF_ANY), 0) << std::strerror(errno);
+        std::string out = verdicts(frame, n);
+        EXPECT_EQ(bpf_map_update_elem(active.get(), &zero, &now, BPF_ANY), 0) << std::strerror(errno);
         return out;
     }
 

@@ -84,6 +84,9 @@ TEST_F(XdpBuckets, PolicyChangeKeepsASourcesDebt) { scenarios::policy_change_kee
 TEST_F(XdpBuckets, EveryKindOfPerSourceChangeReadsTheEntryAsTheRuleSays) {
     scenarios::every_kind_of_per_source_change_reads_the_entry_as_the_rule_says(*this);
 }
+TEST_F(XdpBuckets, ADecisionOnAReplacedLimitReadsANewerEntryAsSpent) {
+    scenarios::a_decision_on_a_replaced_limit_reads_a_newer_entry_as_spent(*this);
+}
 TEST_F(XdpBuckets, PenaltyBoxHoldsAFloodForItsTimeAndSparesAPoliteSource) {
     scenarios::penalty_box_holds_a_flood_for_its_time_and_spares_a_polite_source(*this);
 }

@@ -27,6 +27,10 @@
 //   std::string verdicts(const Bytes& frame, int n);
 //       Runs `frame` n times, one after the other, on one CPU/worker; one
 //       letter per frame: 'P' forwarded, 'D' dropped (anything else: '?').
+//   std::string verdicts_on_the_replaced_policy(const Bytes& frame, int n);
+//       As verdicts(), decided on the policy version the last apply()
+//       replaced, as by decisions that read the active slot just before it
+//       flipped and are still running (XDP: a packet; DPDK: a burst).
 //   Counts counts();
 //       The class x verdict x reason counters since the test began.
 //   uint64_t stat(uint32_t which);
@@ -266,6 +270,42 @@ void every_kind_of_per_source_change_reads_the_entry_as_the_rule_says(Target& t)
     EXPECT_EQ(t.verdicts(frame, 1), "D") << "packets -> bytes: an empty bucket stays empty";
     push({.id = 1, .per_source = Limit{.rate = 1, .burst = 3}});
     EXPECT_EQ(t.verdicts(frame, 1), "D") << "bytes -> packets: an empty bucket stays empty";
+    EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 1u) << "one entry all along";
+}
+
+// A decision that read the active slot before an apply flipped it may still
+// be running after decisions on the new version wrote the source's entry. It
+// reads what the newer limit wrote as an empty bucket or a full window, never
+// as fresh, even when its own limit reads the generation before it as fresh
+// (README, "Policy changes keep debt"). The sequences are the control
+// plane's own: sliding_window -> gcra -> another rate, and gcra ->
+// sliding_window -> another window.
+template <class Target>
+void a_decision_on_a_replaced_limit_reads_a_newer_entry_as_spent(Target& t) {
+    const Bytes frame = udp_from("192.0.2.5");
+    uint64_t version = 0;
+    auto push = [&](ClassSpec spec) { t.apply(t.policy(++version).add(spec).build()); };
+    const WindowLimit sliding{.algorithm = SLUICE_ALGORITHM_SLIDING_WINDOW, .limit = 2, .window_ns = 100 * kSec};
+    push({.id = 1, .per_source_window = sliding});
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD");
+    push({.id = 1, .per_source = Limit{.rate = 1, .burst = 3}});
+    EXPECT_EQ(t.verdicts(frame, 4), "PPPD") << "sliding_window -> gcra: fresh";
+    push({.id = 1, .per_source = Limit{.rate = 2, .burst = 3}});
+    EXPECT_EQ(t.verdicts(frame, 1), "D") << "another rate: its debt kept";
+    t.set_clock(t.t0() + kSec);  // one token at the old rate, taken under the new one
+    EXPECT_EQ(t.verdicts(frame, 2), "PD");
+    EXPECT_EQ(t.verdicts_on_the_replaced_policy(frame, 2), "DD") << "the replaced rate: what the new one wrote is spent";
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
+
+    push({.id = 1, .per_source_window = sliding});
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD") << "gcra -> sliding_window: fresh";
+    push({.id = 1, .per_source_window = WindowLimit{.algorithm = SLUICE_ALGORITHM_SLIDING_WINDOW,
+                                                    .limit = 2,
+                                                    .window_ns = 200 * kSec}});
+    EXPECT_EQ(t.verdicts(frame, 3), "PPD") << "another window: fresh";
+    EXPECT_EQ(t.verdicts_on_the_replaced_policy(frame, 2), "DD")
+        << "the replaced window: what the new one counted is a full window";
+    EXPECT_EQ(t.verdicts(frame, 1), "D");
     EXPECT_EQ(t.stat(SLUICE_STAT_SOURCE_INSERTS), 1u) << "one entry all along";
 }
 

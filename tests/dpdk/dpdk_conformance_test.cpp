@@ -72,6 +72,9 @@ TEST_F(DpdkBuckets, PolicyChangeKeepsASourcesDebt) { scenarios::policy_change_ke
 TEST_F(DpdkBuckets, EveryKindOfPerSourceChangeReadsTheEntryAsTheRuleSays) {
     scenarios::every_kind_of_per_source_change_reads_the_entry_as_the_rule_says(*this);
 }
+TEST_F(DpdkBuckets, ADecisionOnAReplacedLimitReadsANewerEntryAsSpent) {
+    scenarios::a_decision_on_a_replaced_limit_reads_a_newer_entry_as_spent(*this);
+}
 TEST_F(DpdkBuckets, PenaltyBoxHoldsAFloodForItsTimeAndSparesAPoliteSource) {
     scenarios::penalty_box_holds_a_flood_for_its_time_and_spares_a_polite_source(*this);
 }

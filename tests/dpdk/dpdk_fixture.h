@@ -129,6 +129,14 @@ class DpdkTest : public ::testing::Test {
         }
         return out;
     }
+    // n frames decided by bursts that read the active policy slot just
+    // before the last apply() flipped it and are still running.
+    std::string verdicts_on_the_replaced_policy(const Bytes& frame, int n) {
+        dp_->flip_active_slot_for_test();
+        std::string out = verdicts(frame, n);
+        dp_->flip_active_slot_for_test();
+        return out;
+    }
     Counts counts() {
         auto c = dp_->counters();
         EXPECT_TRUE(c.ok()) << describe(c);
