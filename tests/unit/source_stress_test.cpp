@@ -38,6 +38,7 @@ struct sluice_source_look;
 namespace sluice::test::source_stress_test {
 void before_shared_access();
 int observed_charge(const sluice_source_ref* src, const sluice_source_look* look);
+int observed_charge_known(const sluice_source_ref* src, const sluice_source_look* look);
 }  // namespace sluice::test::source_stress_test
 
 #define SLUICE_LOAD64(ptr) \
@@ -51,6 +52,8 @@ int observed_charge(const sluice_source_ref* src, const sluice_source_look* look
 #define SLUICE_FULL_FENCE() \
     (::sluice::test::source_stress_test::before_shared_access(), __atomic_thread_fence(__ATOMIC_SEQ_CST))
 #define SLUICE_SOURCE_CHARGE(src, look) ::sluice::test::source_stress_test::observed_charge((src), (look))
+#define SLUICE_SOURCE_CHARGE_KNOWN(src, look) \
+    ::sluice::test::source_stress_test::observed_charge_known((src), (look))
 
 #include "compiled_policy.h"
 #include "core_support.h"
@@ -62,11 +65,20 @@ __extension__ typedef unsigned __int128 uint128;
 
 // ---- per thread: the pause, and what its charges did ---------------------------------------
 
+// What can start a source's bucket over (README, "Exactness").
+enum class BreakKind {
+    eviction,    // another source took its entry
+    recreation,  // it took a free entry again
+    // A decision still on a replaced limit wrote over what the limit
+    // replacing it wrote, which that one then reads as the limit before's.
+    overwrite,
+};
+
 struct Break {
-    uint64_t time;    // the decision's now
-    uint32_t set;     // where the entry was
-    uint64_t tag;     // in place
-    bool eviction;    // else a re-creation
+    uint64_t time;  // the decision's now
+    uint32_t set;   // where the entry was
+    uint64_t tag;   // in place
+    BreakKind kind;
 };
 
 struct ThreadState {
@@ -91,18 +103,36 @@ void before_shared_access() {
     }
 }
 
+// A charge on a replaced limit over what the limit replacing it wrote.
+void note_overwrite(ThreadState* state, const sluice_source_ref* src, const sluice_source_look* look, uint32_t set) {
+    if (sluice_entry_generation(look->seen) == ((src->limit->generation + 1) & 3))
+        state->breaks.push_back({state->now, set, src->tag, BreakKind::overwrite});
+}
+
 // What each charge did to the table beside charging: an eviction erases a
-// source's debt, and a re-creation may start it over (the bound's breaks).
+// source's debt, and a re-creation or an overwrite may start it over (the
+// bound's breaks).
 int observed_charge(const sluice_source_ref* src, const sluice_source_look* look) {
     const int charged = sluice_source_charge(src, look);
     ThreadState* state = current;
-    if (state != nullptr && !look->found && look->index < SLUICE_SOURCE_CANDIDATES) {
-        const uint32_t set = look->index < SLUICE_SET_WAYS ? src->home_index : src->second_index;
+    if (state == nullptr || look->index >= SLUICE_SOURCE_CANDIDATES) return charged;
+    const uint32_t set = look->index < SLUICE_SET_WAYS ? src->home_index : src->second_index;
+    if (!look->found) {
         // An eviction counts when attempted: a creator that backs out empties the entry it took.
         if (look->evicts && (look->seen & SLUICE_ENTRY_TAG_MASK))
-            state->breaks.push_back({state->now, set, look->seen & SLUICE_ENTRY_TAG_MASK, true});
-        if (charged) state->breaks.push_back({state->now, src->home_index, src->tag, false});
+            state->breaks.push_back({state->now, set, look->seen & SLUICE_ENTRY_TAG_MASK, BreakKind::eviction});
+        if (charged) state->breaks.push_back({state->now, src->home_index, src->tag, BreakKind::recreation});
+    } else if (charged) {
+        note_overwrite(state, src, look, set);
     }
+    return charged;
+}
+
+int observed_charge_known(const sluice_source_ref* src, const sluice_source_look* look) {
+    const int charged = sluice_source_charge_known(src, look);
+    ThreadState* state = current;
+    if (state != nullptr && charged)
+        note_overwrite(state, src, look, look->index < SLUICE_SET_WAYS ? src->home_index : src->second_index);
     return charged;
 }
 
@@ -341,7 +371,7 @@ struct Admission {
 };
 
 struct Outcome {
-    uint64_t decisions = 0, admitted = 0, in_flight = 0, evictions = 0, recreations = 0, contended = 0;
+    uint64_t decisions = 0, admitted = 0, in_flight = 0, evictions = 0, recreations = 0, overwrites = 0, contended = 0;
     uint64_t checked_windows = 0;
     double closest = -1e18;  // the most any window admitted over its bound, in packets (<= 0: within)
     std::vector<std::string> over;  // what went past its bound
@@ -359,10 +389,13 @@ uint64_t regime_start(const Scenario& s, uint32_t regime) {
     return s.start_ns + (span * regime + s.regimes.size() - 1) / s.regimes.size();
 }
 
-// The extra packets a break gives its bucket under `regime`.
+// The extra packets a break gives its bucket under `regime`: a window's
+// limit; under GCRA an eviction's erased debt (a burst at most), or for a
+// re-creation or an overwrite what a writer's clock ahead of the others by
+// up to the lag gives (README, "Exactness").
 uint64_t break_allowance(const Regime& regime, const Break& b, uint64_t lag_ns) {
     if (regime.kind != Kind::gcra) return regime.limit;
-    if (b.eviction) return regime.burst;
+    if (b.kind == BreakKind::eviction) return regime.burst;
     return static_cast<uint64_t>((static_cast<uint128>(regime.rate) * lag_ns + SLUICE_NANO - 1) / SLUICE_NANO) + 1;
 }
 
@@ -510,13 +543,15 @@ Outcome run_round(const Scenario& s, const sluice_hash_key& hash_key) {
             const auto found = bucket_of.find({b.tag, b.set});
             if (found == bucket_of.end()) continue;  // a tag no source has: cannot happen, and costs nothing
             bucket_breaks[found->second].push_back(b);
-            (b.eviction ? outcome.evictions : outcome.recreations)++;
+            (b.kind == BreakKind::eviction     ? outcome.evictions
+             : b.kind == BreakKind::recreation ? outcome.recreations
+                                               : outcome.overwrites)++;
         }
     for (size_t bucket = 0; bucket < buckets; bucket++) {
         auto& list = bucket_breaks[bucket];
         std::sort(list.begin(), list.end(), [](const Break& a, const Break& b) { return a.time < b.time; });
         // The bucket's first creation is its burst, not a break.
-        const auto first = std::find_if(list.begin(), list.end(), [](const Break& b) { return !b.eviction; });
+        const auto first = std::find_if(list.begin(), list.end(), [](const Break& b) { return b.kind == BreakKind::recreation; });
         if (first != list.end()) list.erase(first);
         for (uint32_t r = 0; r < s.regimes.size(); r++) {
             std::vector<uint64_t> times;
@@ -587,6 +622,7 @@ TEST(SourceStress, EveryBucketStaysWithinItsBoundUnderChurnCollisionsAndPolicyCh
         total.in_flight += outcome.in_flight;
         total.evictions += outcome.evictions;
         total.recreations += outcome.recreations;
+        total.overwrites += outcome.overwrites;
         total.contended += outcome.contended;
         total.checked_windows += outcome.checked_windows;
         total.closest = std::max(total.closest, outcome.closest);
@@ -602,7 +638,7 @@ TEST(SourceStress, EveryBucketStaysWithinItsBoundUnderChurnCollisionsAndPolicyCh
     }
     std::cout << "[ stress   ] seed " << seed << ": " << rounds << " rounds, " << total.decisions << " decisions, "
               << total.admitted << " admitted (" << total.in_flight << " in flight on a replaced limit), "
-              << total.evictions << " evictions, " << total.recreations << " re-creations, " << total.contended
+              << total.evictions << " evictions, " << total.recreations << " re-creations, " << total.overwrites << " overwrites on a replaced limit, " << total.contended
               << " contended; " << total.checked_windows << " windows checked (closest " << total.closest
               << " packets from its bound), " << changes << " policy changes (";
     for (const auto& [pair, count] : pairs) std::cout << pair << " " << count << "; ";

@@ -48,6 +48,11 @@
 #ifndef SLUICE_SOURCE_CHARGE
 #define SLUICE_SOURCE_CHARGE(src, look) sluice_source_charge((src), (look))
 #endif
+/* sluice_decide's one compare-and-swap on a source it found (a test
+ * observes every charge through this and the one above). */
+#ifndef SLUICE_SOURCE_CHARGE_KNOWN
+#define SLUICE_SOURCE_CHARGE_KNOWN(src, look) sluice_source_charge_known((src), (look))
+#endif
 #ifndef SLUICE_SOURCE_SETTLE
 #define SLUICE_SOURCE_SETTLE(src, cost, now, look, d) sluice_source_settle((src), (cost), (now), (look), (d))
 #endif
@@ -712,7 +717,7 @@ SLUICE_INLINE struct sluice_decision sluice_decide(const struct sluice_levels *l
 	 * source is one compare-and-swap; if another CPU charged it first, it
 	 * is looked at and checked again. */
 	if (src_on && !sluice_source_untracked(src, &look) &&
-	    !(look.found && sluice_source_charge_known(src, &look))) {
+	    !(look.found && SLUICE_SOURCE_CHARGE_KNOWN(src, &look))) {
 		verdict = 1;
 		if (look.found)
 			verdict = SLUICE_SOURCE_SETTLE(src, src_cost, now, &look, &d);
