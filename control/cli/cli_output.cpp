@@ -8,6 +8,8 @@
 #include <optional>
 #include <utility>
 
+#include "printable.h"
+
 namespace sluice::cli {
 namespace {
 
@@ -26,7 +28,7 @@ const json& member(const json& object, std::string_view key) {
 }
 
 std::string text_of(const json& value) {
-    if (value.is_string()) return value.get<std::string>();
+    if (value.is_string()) return printable_line(value.get<std::string>());
     if (value.is_number_unsigned()) return std::to_string(value.get<std::uint64_t>());
     if (value.is_number_integer()) return std::to_string(value.get<std::int64_t>());
     if (value.is_boolean()) return value.get<bool>() ? "true" : "false";
@@ -59,7 +61,7 @@ double number_of(const json& object, std::string_view key) {
 
 std::string short_sha(const json& object) {
     const json& sha = member(object, "sha256");
-    return sha.is_string() ? sha.get<std::string>().substr(0, kShortShaLength) : std::string(kMissing);
+    return sha.is_string() ? printable_line(sha.get<std::string>().substr(0, kShortShaLength)) : std::string(kMissing);
 }
 
 std::string time_of(const json& object, std::string_view key) {
@@ -97,7 +99,8 @@ std::string drop_rates_by_reason(const json& klass, std::string_view key = "drop
     const json& reasons = member(klass, key);
     if (reasons.is_object()) {
         for (const auto& [reason, pps] : reasons.items()) {
-            if (pps.is_number() && human_rate(pps.get<double>()) != "0") rates.emplace_back(pps.get<double>(), reason);
+            if (pps.is_number() && human_rate(pps.get<double>()) != "0")
+                rates.emplace_back(pps.get<double>(), printable_line(reason));
         }
     }
     if (rates.empty()) return std::string(kMissing);
@@ -138,7 +141,7 @@ std::string stats_footer(const json& stats) {
     std::string footer;
     if (!stats.is_object()) return footer;
     for (const auto& [name, value] : stats.items()) {
-        if (value.is_number() && value.get<double>() != 0) footer += " " + name + "=" + text_of(value);
+        if (value.is_number() && value.get<double>() != 0) footer += " " + printable_line(name) + "=" + text_of(value);
     }
     return footer.empty() ? footer : "stats:" + footer + "\n";
 }
@@ -465,7 +468,8 @@ std::string format_request_stats(const json& requests) {
         const json& identity = member(domain, "identity_failures");
         if (identity.is_object())
             for (const auto& [reason, count] : identity.items())
-                also += std::string(also.empty() ? "" : ", ") + "identity " + reason + " " + text_of(count);
+                also += std::string(also.empty() ? "" : ", ") + "identity " + printable_line(reason) + " " +
+                        text_of(count);
         if (!also.empty()) text += "domain " + text_of(domain, "domain") + " also refused: " + also + "\n";
     }
     return text;
@@ -527,9 +531,9 @@ std::string restriction_text(const json& restriction) {
     const json& kind = member(restriction, "kind");
     if (!kind.is_string()) return std::string(kMissing);
     const json& remaining = member(restriction, "remaining_s");
-    if (!remaining.is_number()) return kind.get<std::string>();
+    if (!remaining.is_number()) return printable_line(kind.get<std::string>());
     // Up, so that the last part of a second reads "1s left", not "0s left".
-    return kind.get<std::string>() + " " + human_duration(std::ceil(remaining.get<double>())) + " left";
+    return printable_line(kind.get<std::string>()) + " " + human_duration(std::ceil(remaining.get<double>())) + " left";
 }
 
 }  // namespace
@@ -569,8 +573,8 @@ std::string format_source_top(const json& result) {
     for (const json& source : sources) {
         const json& kind = member(member(source, "restriction"), "kind");
         if (kind.is_string() &&
-            std::find(restrictions.begin(), restrictions.end(), kind.get<std::string>()) == restrictions.end())
-            restrictions.push_back(kind.get<std::string>());
+            std::find(restrictions.begin(), restrictions.end(), text_of(kind)) == restrictions.end())
+            restrictions.push_back(text_of(kind));
     }
     std::vector<std::string> headers{"RANK", "SOURCE", "CLASS", "INTERFACE", "DROP/s", "SHARE"};
     std::vector<Align> align{Align::right, Align::left, Align::left, Align::left, Align::right, Align::right};
@@ -627,7 +631,7 @@ namespace {
 // "root (uid 0)", or "uid 1000" for a uid without a name on sluiced's host.
 std::string who_of(const json& ban) {
     const json& user = member(ban, "user");
-    return user.is_string() ? user.get<std::string>() + " (uid " + text_of(ban, "uid") + ")"
+    return user.is_string() ? text_of(user) + " (uid " + text_of(ban, "uid") + ")"
                             : "uid " + text_of(ban, "uid");
 }
 
@@ -651,7 +655,7 @@ std::string format_ban(const json& result) {
         text = "banned " + text_of(ban, "prefix") + " (" + ban_end(ban) + ", slot " + text_of(ban, "slot") + ")\n";
     }
     const json& overrides = member(result, "overrides");
-    if (overrides.is_string()) text += "forced over the running policy: " + overrides.get<std::string>() + "\n";
+    if (overrides.is_string()) text += "forced over the running policy: " + text_of(overrides) + "\n";
     return text;
 }
 

@@ -24,6 +24,7 @@
 #include "cli_output.h"
 #include "control_client.h"
 #include "policy_toml.h"
+#include "printable.h"
 #include "result.h"
 #include "unique_fd.h"
 
@@ -50,11 +51,11 @@ struct Failure {
 };
 
 int report(const Failure& failure, bool as_json, std::ostream& out, std::ostream& err) {
-    err << "sluicectl: " << failure.message << "\n";
+    err << "sluicectl: " << printable_text(failure.message) << "\n";
     if (as_json) {
         const json error = {
             {"error", {{"code", failure.code}, {"message", failure.message}, {"setting", failure.setting}}}};
-        out << error.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+        out << error.dump(-1, ' ', true, json::error_handler_t::replace) << "\n";
     }
     return failure.status;
 }
@@ -112,7 +113,7 @@ struct Answer {
 Answer ask(const Invocation& invocation, ControlClient& client) {
     const Result<json> result = client.call(invocation.verb, invocation.args, invocation.attachments);
     if (!result.ok()) return {{}, classify_call_error(result.error())};
-    if (invocation.global.json) return {result.value().dump(-1, ' ', false, json::error_handler_t::replace) + "\n", {}};
+    if (invocation.global.json) return {result.value().dump(-1, ' ', true, json::error_handler_t::replace) + "\n", {}};
     Result<std::string> text = format_result(invocation, result.value());
     if (!text.ok()) return {{}, Failure{kExitRefused, "internal", text.error().message, ""}};
     return {std::move(text.value()), {}};
@@ -172,9 +173,9 @@ int watch(const Invocation& invocation, ControlClient& client, const WatchHooks&
         if (as_json) {
             out << answer.text;  // JSON lines: one document per refresh, never a blank line or escape
         } else if (hooks.terminal) {
-            out << kClearScreen << watch_banner(invocation.interval_s) << answer.text;
+            out << kClearScreen << watch_banner(invocation.interval_s) << printable_text(answer.text);
         } else {
-            out << (refresh > 1 ? "\n" : "") << answer.text;
+            out << (refresh > 1 ? "\n" : "") << printable_text(answer.text);
         }
         // Flushed each time, or a pipe would see nothing until the buffer fills.
         out.flush();
@@ -237,7 +238,7 @@ int run_sluicectl(const std::vector<std::string>& args, const char* socket_env, 
 
     const Answer answer = ask(invocation, client.value());
     if (answer.failure) return report(*answer.failure, as_json, out, err);
-    out << answer.text;
+    out << printable_text(answer.text);
     return kExitOk;
 }
 

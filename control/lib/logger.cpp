@@ -7,6 +7,8 @@
 #include <ctime>
 #include <mutex>
 
+#include "printable.h"
+
 namespace sluice {
 namespace {
 
@@ -16,41 +18,18 @@ constexpr std::pair<LogLevel, std::string_view> kLevelNames[] = {
 std::atomic<LogLevel> g_level{LogLevel::info};
 std::mutex g_write_mutex;
 
-// logfmt: bare when the value has no space, quote, '=' or control byte; else
-// double-quoted with \" \\ \n escaped.
+// logfmt: bare when the value has no space, quote or '=' and nothing to
+// escape; else double-quoted, with what printable_line escapes and \".
 void append_value(std::string& out, std::string_view value) {
-    bool bare = !value.empty();
-    for (const char c : value) {
-        if (c == ' ' || c == '"' || c == '=' || c == '\\' || static_cast<unsigned char>(c) < 0x20) bare = false;
-    }
-    if (bare) {
+    const std::string escaped = printable_line(value);
+    if (!value.empty() && escaped == value && value.find_first_of(" \"=") == std::string_view::npos) {
         out += value;
         return;
     }
     out += '"';
-    for (const char c : value) {
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (static_cast<unsigned char>(c) < 0x20) {
-                    char escaped[8];
-                    std::snprintf(escaped, sizeof(escaped), "\\x%02x", static_cast<unsigned char>(c));
-                    out += escaped;
-                } else {
-                    out += c;
-                }
-        }
+    for (const char c : escaped) {
+        if (c == '"') out += '\\';
+        out += c;
     }
     out += '"';
 }

@@ -271,6 +271,13 @@ TEST(LogLine, IsLogfmtWithQuotingOnlyWhereNeeded) {
               "ts=T level=info msg=ready empty=\"\" eq=\"a=b\"");
 }
 
+TEST(LogLine, WhatAClientSentCannotReachATerminalOrForgeALine) {
+    EXPECT_EQ(format_log_line("T", LogLevel::warn, "refused", {{"key", "evil\x1b[2J\n level=error msg=forged \xff"}}),
+              R"(ts=T level=warn msg=refused key="evil\x1b[2J\n level=error msg=forged \xff")");
+    EXPECT_EQ(format_log_line("T", LogLevel::info, "x", {{"path", "C:\\dir"}, {"tenant", "\xc2\x9b" "31m"}}),
+              R"(ts=T level=info msg=x path="C:\\dir" tenant="\u{009b}31m")");
+}
+
 TEST(LogLevels, RoundTripByName) {
     for (const auto level : {LogLevel::debug, LogLevel::info, LogLevel::warn, LogLevel::error})
         EXPECT_EQ(parse_log_level(log_level_name(level)), level);

@@ -410,6 +410,73 @@ TEST(SluicectlOutput, StatusCountsTheBansInForce) {
         << format_status(with_bans);
 }
 
+// ---- what a client sent, on the operator's terminal --------------------------
+
+// A tenant, key or reason as a hostile client (or a careless script) sends
+// it: clear the screen, recolour, ring the bell, NUL, a carriage return to
+// overwrite the line, a newline to forge a row, a byte that is not UTF-8, a
+// C1 CSI and a right-to-left override.
+constexpr char kHostileBytes[] = "evil\x1b[2J\x1b[31mRED\x07\0\r\n\xff\xc2\x9b\xe2\x80\xae";
+const std::string kHostile(kHostileBytes, sizeof(kHostileBytes) - 1);
+// kHostile as sluicectl prints it. (Through the control socket the 0xff
+// arrives as U+FFFD, the JSON encoder's replacement, and prints as that.)
+constexpr std::string_view kHostileShown = R"(evil\x1b[2J\x1b[31mRED\x07\x00\r\n\xff\u{009b}\u{202e})";
+
+// Every string value of `value` with kHostile appended.
+json tainted(json value) {
+    if (value.is_string()) return value.get<std::string>() + kHostile;
+    if (value.is_structured())
+        for (auto& item : value) item = tainted(item);
+    return value;
+}
+
+// Nothing in `text` that acts on a terminal: no C0 byte but the newline, no
+// DEL, no C1 control, no bidi override, no byte that is not UTF-8.
+void expect_terminal_safe(std::string_view text, std::string_view what) {
+    for (size_t i = 0; i < text.size(); i++) {
+        const auto byte = static_cast<unsigned char>(text[i]);
+        const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+        const bool raw = (byte < 0x20 && byte != '\n') || byte == 0x7F || byte == 0xFF ||
+                         (byte == 0xC2 && next >= 0x80 && next <= 0x9F) || text.substr(i, 3) == "\xe2\x80\xae";
+        ASSERT_FALSE(raw) << what << ": byte " << i << " (0x" << std::hex << int{byte} << ") reaches the terminal in\n"
+                          << text;
+    }
+}
+
+TEST(SluicectlOutput, WhatAClientSentIsPrintedEscaped) {
+    json top = tainted(top_result());
+    top["request_keys"] = tainted(json::parse(R"([{"domain": "api", "class": "per_tenant", "key": "tenant=",
+                                                    "refusals_per_second": 12, "share": 0.5}])"));
+    top["sources"][0]["restriction"] = tainted(json{{"kind", "penalty"}, {"remaining_s", 3}});
+    json stats = tainted(stats_result());
+    stats["interfaces"][0]["classes"][1]["drop_pps_by_reason"][kHostile] = 5000;
+    stats["interfaces"][0]["stats"][kHostile] = 1;
+    stats["requests"] = tainted(json::parse(R"({"decisions": 10, "domains": [{"domain": "api",
+        "classes": [{"class": "per_tenant", "allowed": 1, "refused": 2}], "identity_failures": {"expired": 1}}]})"));
+    stats["requests"]["domains"][0]["identity_failures"][kHostile] = 1;
+    json ban{{"ban", tainted(bans_result()["bans"][0])}, {"rebanned", false}, {"overrides", "class " + kHostile}};
+
+    const std::pair<std::string, std::string> outputs[] = {
+        {"status", format_status(tainted(status_result()))},
+        {"stats", format_stats(stats)},
+        {"top", format_top(top)},
+        {"bans", format_bans(tainted(bans_result()))},
+        {"ban", format_ban(ban)},
+        {"unban", format_unban(ban)},
+        {"policy history", format_history(tainted(json::parse(R"({"current": 1, "versions": [
+            {"version": 1, "sha256": "aaaa", "origin": "push", "applied_unix_s": 1796218000}]})")))},
+        {"attach", format_attach(tainted(json{{"interface", "sl0"}, {"ifindex", 5}, {"mode", "native"}}))},
+    };
+    for (const auto& [verb, text] : outputs) {
+        SCOPED_TRACE(verb);
+        expect_terminal_safe(text, verb);
+    }
+    // Escaped where it stands, in one cell: the row is not broken or forged.
+    const std::string top_text = format_top(top);
+    EXPECT_NE(top_text.find(std::string("per_tenant") + std::string(kHostileShown)), std::string::npos) << top_text;
+    EXPECT_NE(top_text.find("tenant=" + std::string(kHostileShown)), std::string::npos) << top_text;
+}
+
 // ---- end to end against a control socket -----------------------------------
 
 TEST(SluicectlExit, CodesFollowTheSpec) {
@@ -693,6 +760,35 @@ TEST_F(SluicectlRun, TopJsonPrintsTheResultAndSendsN) {
     EXPECT_EQ(human.status, 0) << human.err;
     EXPECT_EQ(human.out, format_top(top_result()));
     EXPECT_EQ(requests().back()["args"], (json{{"n", 20}}));
+}
+
+TEST_F(SluicectlRun, EveryVerbPrintsWhatAClientSentEscaped) {
+    answers_.emplace("stats", tainted(stats_result()));
+    answers_.emplace("top", tainted(top_result()));
+    answers_.emplace("bans", tainted(bans_result()));
+    answers_.emplace("ban", json{{"ban", tainted(bans_result()["bans"][0])}, {"rebanned", false}});
+    answers_.emplace("unban", control_error(ErrorCode::invalid, "no ban of " + kHostile));
+    answers_.emplace("policy.diff", json{{"from", 1}, {"to", 2}, {"diff", "-x\n+" + kHostile + "\n"}});
+    start();
+    const std::vector<std::vector<std::string>> commands = {
+        {"stats"}, {"top"}, {"bans"}, {"ban", "10.0.0.0/8", "--for", "10m"}, {"unban", "10.0.0.0/8"},
+        {"policy", "diff", "1", "2"}, {"stats", "--watch", "--count", "1"}};
+    for (const auto& command : commands) {
+        SCOPED_TRACE(command.front());
+        const Outcome human = run(command);
+        expect_terminal_safe(human.out, "stdout");
+        expect_terminal_safe(human.err, "stderr");
+        EXPECT_NE((human.out + human.err).find("evil\\x1b[2J"), std::string::npos) << human.out << human.err;
+
+        std::vector<std::string> with_json = command;
+        with_json.insert(with_json.begin(), "--json");
+        const Outcome as_json = run(with_json);
+        EXPECT_TRUE(std::all_of(as_json.out.begin(), as_json.out.end(),
+                                [](char c) { return c == '\n' || (c >= 0x20 && c < 0x7F); }))
+            << "JSON output is plain ASCII: " << as_json.out;
+        expect_terminal_safe(as_json.err, "stderr");
+        EXPECT_TRUE(json::accept(as_json.out)) << as_json.out;
+    }
 }
 
 TEST_F(SluicectlRun, StatsWatchCountTwoPrintsTwoTablesAPaceApart) {
