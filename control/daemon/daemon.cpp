@@ -356,8 +356,9 @@ Status Daemon::start_request_service() {
             {{"address", config.http_address}, {"port", std::to_string(request_http_->port())}});
     }
     if (!config.grpc_address.empty()) {
-        request_envoy_ =
-            std::make_unique<request::EnvoyService>(*request_gate_, request::EnvoyServiceOptions{config.grpc_address});
+        const request::EnvoyServiceOptions options{
+            .address = config.grpc_address, .max_message_bytes = static_cast<int>(config.grpc_max_message_bytes)};
+        request_envoy_ = std::make_unique<request::EnvoyService>(*request_gate_, options);
         if (auto started = request_envoy_->start(); !started)
             return Error{"request.grpc_address: " + started.error().message, "request.grpc_address"};
         log(LogLevel::info, "serving Envoy's rate limit service",

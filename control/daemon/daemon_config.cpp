@@ -190,11 +190,14 @@ Status parse_request(std::string_view path, const toml::node& node, RequestConfi
         } else if (name == "max_counters") {
             status = bounded_key(path, value, key, 1, 100'000'000, number);
             request.max_counters = static_cast<uint32_t>(number);
+        } else if (name == "grpc_max_message_bytes") {
+            status = bounded_key(path, value, key, 1024, 4 * 1024 * 1024, number);
+            request.grpc_max_message_bytes = static_cast<uint32_t>(number);
         } else {
             return at(path, value, key,
                       "unknown key (expected http_address, grpc_address, trusted_proxies, client_address_header, "
-                      "identity_key_file, http_threads, max_in_flight, domain_rate, domain_burst, deadline_ms or "
-                      "max_counters)");
+                      "identity_key_file, http_threads, max_in_flight, domain_rate, domain_burst, deadline_ms, "
+                      "max_counters or grpc_max_message_bytes)");
         }
         if (!status) return status;
     }

@@ -53,6 +53,7 @@ struct RequestConfig {
     uint64_t domain_burst = 0;          // 0: a second's worth of domain_rate
     uint32_t deadline_ms = 20;          // a slower decision is counted late (Envoy's default RPC timeout)
     uint32_t max_counters = 1'000'000;  // request counters held at once (one per class and key values)
+    uint32_t grpc_max_message_bytes = 64 * 1024;  // a larger gRPC request is refused unread
 };
 
 struct DaemonConfig {

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "envoy_service.h"
 
+#include <google/protobuf/stubs/logging.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -11,7 +13,9 @@
 
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "clock.h"
 #include "http_fields.h"
+#include "logger.h"
 #include "sluice/abi.h"
 
 namespace sluice::request {
@@ -56,6 +60,27 @@ void fill_limit(const RequestClass& cls, RateLimit& out) {
         out.set_requests_per_unit(saturate_u32(cls.limit.window.limit));
         out.set_unit(unit_of_window(cls.limit.window.window_ns));
     }
+}
+
+// protobuf's messages, one line a second at most: a client that sends a
+// string that is not UTF-8 in every request must not flood the log.
+std::atomic<uint64_t> g_protobuf_logged_ns{0};
+std::atomic<uint64_t> g_protobuf_held_back{0};
+
+void log_protobuf(google::protobuf::LogLevel level, const char* filename, int line, const std::string& message) {
+    const uint64_t now = monotonic_ns();
+    uint64_t last = g_protobuf_logged_ns.load(std::memory_order_relaxed);
+    if ((last != 0 && now - last < kSecondNs) ||
+        !g_protobuf_logged_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+        g_protobuf_held_back.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    const LogLevel ours = level >= google::protobuf::LOGLEVEL_ERROR     ? LogLevel::error
+                          : level == google::protobuf::LOGLEVEL_WARNING ? LogLevel::warn
+                                                                         : LogLevel::info;
+    log(ours, "protobuf: " + message,
+        {{"source", std::string(filename) + ":" + std::to_string(line)},
+         {"held_back", std::to_string(g_protobuf_held_back.exchange(0, std::memory_order_relaxed))}});
 }
 
 grpc::Status status_from(const Error& error) {
@@ -144,6 +169,8 @@ Status EnvoyService::start() {
     // gRPC sets SO_REUSEPORT by default: a second sluiced would then share
     // the port silently instead of failing to start.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.SetMaxReceiveMessageSize(impl_->options.max_message_bytes);
+    google::protobuf::SetLogHandler(&log_protobuf);
     int selected = 0;
     builder.AddListeningPort(impl_->options.address, grpc::InsecureServerCredentials(), &selected);
     builder.RegisterService(&impl_->service);

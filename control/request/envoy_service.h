@@ -28,6 +28,10 @@
 // anything else INTERNAL. A refused request is never an error: it is
 // OVER_LIMIT.
 //
+// What protobuf itself reports (a string that is not UTF-8 fails to parse,
+// and protobuf says so on stderr) goes through sluiced's logger instead, at
+// most one line a second, the lines held back counted in the next.
+//
 // gRPC's synchronous server runs decisions on its own thread pool; the gate
 // and limiter are thread-safe, so nothing here locks.
 #pragma once
@@ -47,6 +51,9 @@ namespace sluice::request {
 
 struct EnvoyServiceOptions {
     std::string address = "127.0.0.1:8081";  // host:port; port 0 picks a free one (port())
+    // A larger request is refused (RESOURCE_EXHAUSTED) before it is parsed;
+    // gRPC's own default is 4 MiB.
+    int max_message_bytes = 64 * 1024;
 };
 
 class EnvoyService {

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "request_limiter.h"
 
+#include <openssl/hmac.h>
+
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <unordered_map>
 
 #include "clock.h"
@@ -54,12 +58,51 @@ bool same_counting(const RequestClass& before, const RequestClass& after) {
     return !is_log(after) || before.limit.window.limit == after.limit.window.limit;  // a log is laid out by its limit
 }
 
-// "k=v,k=v" over a descriptor's entries.
+// A counter's key holds a value as it is up to this many bytes, and a
+// longer one as a keyed hash: whatever a client sends, a counter holds at
+// most this much of each value (README, "Request-level decisions").
+constexpr size_t kValueBytesKept = 64;
+constexpr size_t kValueHashBytes = 16;  // of HMAC-SHA256: collisions out of reach
+using ValueHashKey = std::array<unsigned char, 32>;
+
+ValueHashKey random_value_hash_key() {
+    ValueHashKey key;
+    std::random_device device;
+    for (size_t i = 0; i < key.size(); i += sizeof(unsigned)) {
+        const unsigned word = device();
+        std::memcpy(key.data() + i, &word, std::min(sizeof(word), key.size() - i));
+    }
+    return key;
+}
+
+// One unfixed value of a counter's key, after the separator: '=' and the
+// value, or '#' and its hash.
+void append_counter_value(std::string& key, std::string_view value, const ValueHashKey& hash_key) {
+    key += '\x1f';
+    if (value.size() <= kValueBytesKept) {
+        key += '=';
+        key.append(value);
+        return;
+    }
+    std::array<unsigned char, 32> mac{};
+    unsigned int length = 0;
+    HMAC(EVP_sha256(), hash_key.data(), static_cast<int>(hash_key.size()),
+         reinterpret_cast<const unsigned char*>(value.data()), value.size(), mac.data(), &length);
+    key += '#';
+    key.append(reinterpret_cast<const char*>(mac.data()), kValueHashBytes);
+}
+
+// "k=v,k=v" over a descriptor's entries; a value longer than a counter keeps
+// is cut, with its length.
 std::string describe_entries(const Descriptor& descriptor) {
     std::string text;
     for (const DescriptorEntry& entry : descriptor) {
         if (!text.empty()) text += ',';
-        text += entry.key + "=" + entry.value;
+        text += entry.key + "=";
+        if (entry.value.size() <= kValueBytesKept)
+            text += entry.value;
+        else
+            text += entry.value.substr(0, kValueBytesKept - 16) + "...(" + std::to_string(entry.value.size()) + " bytes)";
     }
     return text;
 }
@@ -93,7 +136,8 @@ struct RequestLimiter::Impl {
         sluice_quota quota{};
     };
 
-    explicit Impl(LimiterOptions o) : options(std::move(o)), shards(std::max<size_t>(1, options.shards)) {
+    explicit Impl(LimiterOptions o)
+        : options(std::move(o)), shards(std::max<size_t>(1, options.shards)), value_hash_key(random_value_hash_key()) {
         if (!options.clock) options.clock = monotonic_ns;
         credits = std::make_unique<sluice_fleet_credit[]>(SLUICE_MAX_CLASSES);
         current = std::make_shared<Version>();
@@ -167,6 +211,7 @@ struct RequestLimiter::Impl {
 
     LimiterOptions options;
     std::vector<Shard> shards;
+    const ValueHashKey value_hash_key;  // new each start, as the counters are
     std::unique_ptr<sluice_fleet_credit[]> credits;
     std::atomic<size_t> counter_count{0};
 
@@ -258,7 +303,7 @@ Result<Answer> RequestLimiter::decide(const Query& query) {
                          "max_cost", ErrorCode::invalid};
         std::string key = std::to_string(v->uids[*index]);
         for (size_t k = 0; k < d.size(); ++k)
-            if (!cls.keys[k].value) key += '\x1f' + d[k].value;
+            if (!cls.keys[k].value) append_counter_value(key, d[k].value, im.value_hash_key);
         auto same = std::find_if(checks.begin(), checks.end(), [&](const Impl::Check& c) { return c.key == key; });
         if (same != checks.end()) {  // named twice: charged once, at the larger weight
             same->weight = std::max(same->weight, weight);

@@ -5,7 +5,12 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -277,6 +282,75 @@ TEST_F(EnvoyServiceTest, GateOverloadIsResourceExhausted) {
     grpc::Status status = call(envoy_request({{{"user", "gail"}}}), response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
     EXPECT_EQ(gate_->stats().overloaded, 1u);
+}
+
+TEST_F(EnvoyServiceTest, ARequestOverMaxMessageBytesIsRefusedUnread) {
+    rls::RateLimitResponse response;
+    grpc::Status status = call(envoy_request({{{"user", std::string(100 * 1024, 'u')}}}), response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+    EXPECT_EQ(gate_->stats().latency_count, 0u) << "never decided";
+    EXPECT_TRUE(call(envoy_request({{{"user", std::string(32 * 1024, 'u')}}}), response).ok());
+}
+
+// What the process writes to stderr while it lives.
+class CapturedStderr {
+  public:
+    CapturedStderr() : file_(std::tmpfile()) {
+        std::fflush(stderr);
+        saved_ = dup(STDERR_FILENO);
+        if (file_ != nullptr && saved_ >= 0) dup2(fileno(file_), STDERR_FILENO);
+    }
+    ~CapturedStderr() {
+        restore();
+        if (file_ != nullptr) std::fclose(file_);
+    }
+    CapturedStderr(const CapturedStderr&) = delete;
+    CapturedStderr& operator=(const CapturedStderr&) = delete;
+
+    bool ok() const { return file_ != nullptr && saved_ >= 0; }
+    // Restores stderr and returns what was written.
+    std::string text() {
+        restore();
+        std::string out;
+        if (file_ == nullptr) return out;
+        std::rewind(file_);
+        char buffer[4096];
+        for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), file_)) > 0;) out.append(buffer, n);
+        return out;
+    }
+
+  private:
+    void restore() {
+        if (saved_ < 0) return;
+        std::fflush(stderr);
+        dup2(saved_, STDERR_FILENO);
+        close(saved_);
+        saved_ = -1;
+    }
+    std::FILE* file_;
+    int saved_ = -1;
+};
+
+TEST_F(EnvoyServiceTest, ProtobufComplaintsGoThroughTheLoggerAtMostOnceASecond) {
+    constexpr int kCalls = 50;
+    CapturedStderr captured;
+    ASSERT_TRUE(captured.ok()) << std::strerror(errno);
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; i++) {
+        rls::RateLimitResponse response;
+        EXPECT_FALSE(call(envoy_request({{{"user", "\xff\xfe not UTF-8"}}}), response).ok())
+            << "a string that is not UTF-8 does not parse";
+    }
+    const auto seconds =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start).count();
+    const std::string text = captured.text();
+    EXPECT_EQ(text.find("[libprotobuf"), std::string::npos) << "raw protobuf lines:\n" << text;
+    size_t lines = 0;
+    for (size_t at = text.find("msg=\"protobuf: "); at != std::string::npos; at = text.find("msg=\"protobuf: ", at + 1))
+        lines++;
+    EXPECT_GE(lines, 1u) << text;
+    // One a second, and one more for each second begun.
+    EXPECT_LE(lines, static_cast<size_t>(seconds) + 2) << kCalls << " calls in " << seconds << " s:\n" << text;
 }
 
 TEST_F(EnvoyServiceTest, ASecondServiceCannotTakeThePort) {

@@ -103,6 +103,24 @@ TEST_F(RequestLimiterTest, EachValueOfAnUnfixedKeyHasItsOwnCounter) {
     EXPECT_EQ(admitted(query({kUserA2}), 5), 2);
 }
 
+// A value longer than a counter keeps is counted under a keyed hash of it:
+// still one counter per value, and the shown key cut to a line.
+TEST_F(RequestLimiterTest, AValueOfAMegabyteIsOneCounterOfBoundedSize) {
+    limiter.apply(1, {gcra_class(1, "user", {{"user", {}}}, 1, 1)}, {});
+    const std::string one(1 << 20, 'a');
+    std::string other = one;
+    other.back() = 'b';  // differs only past everything a counter keeps of it
+    const std::string short_value(64, 'a');
+    EXPECT_EQ(ask(query({{{"user", one}}})).overall, Code::ok);
+    EXPECT_EQ(ask(query({{{"user", other}}})).overall, Code::ok) << "another value: another counter";
+    EXPECT_EQ(ask(query({{{"user", short_value}}})).overall, Code::ok) << "a kept value never meets a hashed one";
+    EXPECT_EQ(limiter.counters(), 3u);
+    const Answer again = ask(query({{{"user", one}}}));
+    EXPECT_EQ(again.overall, Code::over_limit) << "the same value: the same counter";
+    EXPECT_EQ(again.refused_key, "user=" + std::string(48, 'a') + "...(1048576 bytes)");
+    EXPECT_EQ(ask(query({{{"user", short_value}}})).refused_key, "user=" + short_value) << "64 bytes are kept whole";
+}
+
 // envoyproxy/ratelimit's issue 1060: a request over one descriptor's limit
 // still spent the others'. Here a refusal at one level spends nothing at any.
 TEST_F(RequestLimiterTest, RefusedAtTheUserLevelLeavesTheTenantUntouched) {

@@ -213,6 +213,7 @@ domain_rate = 5000
 domain_burst = 500
 deadline_ms = 10
 max_counters = 1000
+grpc_max_message_bytes = 8192
 )",
                                       "c.toml");
     ASSERT_TRUE(config.ok()) << config.error().message;
@@ -229,6 +230,7 @@ max_counters = 1000
     EXPECT_EQ(request.domain_burst, 500u);
     EXPECT_EQ(request.deadline_ms, 10u);
     EXPECT_EQ(request.max_counters, 1000u);
+    EXPECT_EQ(request.grpc_max_message_bytes, 8192u);
     auto defaults = parse_daemon_config("", "c.toml");
     ASSERT_TRUE(defaults.ok());
     EXPECT_FALSE(defaults.value().request.enabled) << "no [request]: neither door is served";
