@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "printable.h"
 
-#include <cstdint>
+#include <cstddef>
 #include <cstdio>
 
 namespace sluice {
