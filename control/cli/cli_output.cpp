@@ -471,6 +471,9 @@ std::string format_request_stats(const json& requests) {
                 also += std::string(also.empty() ? "" : ", ") + "identity " + printable_line(reason) + " " +
                         text_of(count);
         if (!also.empty()) text += "domain " + text_of(domain, "domain") + " also refused: " + also + "\n";
+        if (integer_of(domain, "table_full_open").value_or(0) > 0)
+            text += "domain " + text_of(domain, "domain") + " admitted " + text_of(domain, "table_full_open") +
+                    " uncounted: the counter table was full (on_table_full = \"open\")\n";
     }
     return text;
 }

@@ -179,6 +179,7 @@ json Daemon::request_stats_json() const {
                            {"domain_ceiling", counts.ceiling_refused},
                            {"fleet", counts.fleet_refused},
                            {"table_full", counts.table_full},
+                           {"table_full_open", counts.table_full_open},
                            {"identity_failures", counts.identity_failures},
                            {"classes", std::move(classes)}});
     }

@@ -141,6 +141,10 @@ void add_request_families(const RequestGateStats& stats, const std::vector<Reque
                            "per-domain rate), fleet (no fleet credit: Redis refused or unavailable and closed), "
                            "table_full (no room for a new counter).",
                            MetricType::Counter);
+    auto uncounted = family("sluice_request_uncounted_total",
+                            "Requests admitted without a counter: the counter table was full and every class they "
+                            "needed a new counter of is open when full (on_table_full = \"open\").",
+                            MetricType::Counter);
     auto identity = family("sluice_request_identity_failures_total",
                            "Signed descriptor values that failed verification and fell to the domain's anonymous "
                            "value, by domain and reason.",
@@ -174,6 +178,7 @@ void add_request_families(const RequestGateStats& stats, const std::vector<Reque
         add(refusals, {{"domain", domain}, {"reason", "domain_ceiling"}}, static_cast<double>(counts.ceiling_refused));
         add(refusals, {{"domain", domain}, {"reason", "fleet"}}, static_cast<double>(counts.fleet_refused));
         add(refusals, {{"domain", domain}, {"reason", "table_full"}}, static_cast<double>(counts.table_full));
+        add(uncounted, {{"domain", domain}}, static_cast<double>(counts.table_full_open));
         for (const auto& [reason, count] : counts.identity_failures)
             add(identity, {{"domain", domain}, {"reason", reason}}, static_cast<double>(count));
     }
@@ -193,7 +198,7 @@ void add_request_families(const RequestGateStats& stats, const std::vector<Reque
     for (const RequestHotKey& key : hot_keys)
         add(hot, {{"class", key.class_name}, {"domain", key.domain}, {"key", key.value}}, key.refusals_per_second);
     for (MetricFamily* f :
-         {&decisions, &requests, &refusals, &identity, &errors, &late, &in_flight, &counters, &latency, &hot})
+         {&decisions, &requests, &refusals, &uncounted, &identity, &errors, &late, &in_flight, &counters, &latency, &hot})
         families.push_back(std::move(*f));
 }
 

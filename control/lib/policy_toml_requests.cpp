@@ -17,8 +17,9 @@ namespace {
 constexpr uint32_t kMaxRequestClasses = SLUICE_MAX_CLASSES - 1;
 
 constexpr std::string_view kDomainKeys[] = {"name", "headers", "signed", "anonymous", "cost_header"};
-constexpr std::string_view kRequestClassKeys[] = {"name", "domain",   "descriptor", "match", "limit",
-                                                  "cost", "max_cost", "shadow",     "fleet"};
+constexpr std::string_view kRequestClassKeys[] = {"name",   "domain", "descriptor", "match",        "limit",
+                                                  "cost",   "max_cost", "shadow",   "on_table_full", "fleet"};
+constexpr Choice<bool> kRequestTableFullChoices[] = {{"closed", false}, {"open", true}};
 constexpr std::string_view kLimitKeys[] = {"algorithm", "rate", "burst", "limit", "window"};
 constexpr std::string_view kRequestFleetKeys[] = {"rate", "burst", "on_unavailable", "fallback_rate"};
 
@@ -397,6 +398,10 @@ Result<ParsedRequest> RequestReader::read_class(const toml::table& table, size_t
     auto shadow = cls.boolean("shadow");
     if (!shadow) return shadow.error();
     out.shadow = shadow.value().value_or(false);
+
+    auto table_full = cls.choice("on_table_full", kRequestTableFullChoices);
+    if (!table_full) return table_full.error();
+    out.open_when_table_full = table_full.value().value_or(false);
 
     auto fleet = cls.table("fleet");
     if (!fleet) return fleet.error();

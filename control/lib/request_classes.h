@@ -50,6 +50,10 @@ struct RequestClass {
     uint64_t cost = 1;      // what one request costs when the caller names no weight
     uint64_t max_cost = 1;  // the largest weight a caller may name; more is refused
     bool shadow = false;    // decide and count, never refuse
+    // A request that needs a new counter of this class when the table is
+    // full and none idle could make room: refused (reason table_full), or,
+    // with open, admitted without a counter (and counted).
+    bool open_when_table_full = false;
     // A quota the fleet shares (Redis): only on a class whose every key has
     // a fixed value, since the quota is one bucket for the whole class.
     std::optional<RequestFleet> fleet;

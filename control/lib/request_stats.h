@@ -23,6 +23,7 @@ struct RequestDomainCounts {
     uint64_t ceiling_refused = 0;                       // refusal domain_ceiling
     uint64_t fleet_refused = 0;                         // refusal fleet
     uint64_t table_full = 0;                            // refusal table_full
+    uint64_t table_full_open = 0;                       // admitted uncounted: table full, on_table_full open
     std::map<std::string, uint64_t> identity_failures;  // by IdentityFailure name
 };
 struct RequestGateStats {

@@ -135,6 +135,7 @@ Result<Answer> RequestGate::decide(Door door, const Query& query) {
         ++counts.refused;
     if (answer.refusal == Refusal::fleet) ++counts.fleet_refused;
     if (answer.refusal == Refusal::table_full) ++counts.table_full;
+    if (answer.uncounted) ++counts.table_full_open;
     // Per class: every class the request met, under the outcome it had there;
     // a class that would have admitted a request another refused counts
     // nothing (it was not charged).

@@ -63,6 +63,9 @@ bool same_counting(const RequestClass& before, const RequestClass& after) {
 // most this much of each value (README, "Request-level decisions").
 constexpr size_t kValueBytesKept = 64;
 constexpr size_t kValueHashBytes = 16;  // of HMAC-SHA256: collisions out of reach
+// Counters a request that finds the table full looks at, per shard it
+// touches, for idle ones to reclaim.
+constexpr size_t kReclaimLook = 64;
 using ValueHashKey = std::array<unsigned char, 32>;
 
 ValueHashKey random_value_hash_key() {
@@ -121,6 +124,7 @@ struct RequestLimiter::Impl {
     struct Shard {
         std::mutex mu;
         std::unordered_map<std::string, Counter> counters;
+        size_t reclaim_bucket = 0;  // where the next look for idle counters starts
     };
 
     // One counter a query names, checked before anything is charged.
@@ -202,6 +206,31 @@ struct RequestLimiter::Impl {
     }
 
     // Is this counter's state back to nothing admitted at `now`?
+    // Drops the idle counters among the next kReclaimLook of `shard` (its
+    // lock held), those of classes no longer in the policy too; never one
+    // `checks` names.
+    void reclaim(Shard& shard, const Version& v, const std::vector<Check>& checks, uint64_t now) {
+        auto& map = shard.counters;
+        const size_t buckets = map.bucket_count();
+        std::vector<std::string> idle_keys;
+        size_t looked = 0;
+        // Empty buckets are looked at too, so a sparse shard stops as soon.
+        for (size_t visited = 0; visited < std::min(buckets, 4 * kReclaimLook) && looked < kReclaimLook; visited++) {
+            shard.reclaim_bucket = (shard.reclaim_bucket + 1) % buckets;
+            for (auto it = map.begin(shard.reclaim_bucket); it != map.end(shard.reclaim_bucket); ++it, ++looked) {
+                const bool live = std::any_of(checks.begin(), checks.end(),
+                                              [&](const Check& c) { return c.key == it->first; });
+                const uint64_t uid = std::stoull(it->first.substr(0, it->first.find('\x1f')));
+                const RequestClass* owner = nullptr;
+                for (size_t k = 0; k < v.uids.size() && !owner; ++k)
+                    if (v.uids[k] == uid) owner = &v.classes[k];
+                if (!live && (!owner || idle(*owner, it->second, now))) idle_keys.push_back(it->first);
+            }
+        }
+        for (const std::string& key : idle_keys) map.erase(key);
+        counter_count -= idle_keys.size();
+    }
+
     static bool idle(const RequestClass& cls, const Counter& counter, uint64_t now) {
         Counter scratch;
         sluice_quota quota{};
@@ -358,30 +387,21 @@ Result<Answer> RequestLimiter::decide(const Query& query) {
             retry_after = std::max<uint64_t>(retry_after, c.quota.retry_after_ns);
     }
 
-    // Room for the counters this query would create.
+    // Room for the counters this query would create: idle ones the shards'
+    // bounded looks find make it; else the classes that need one decide.
     if (!refused && fresh && im.counter_count.load() + fresh > im.options.max_counters) {
-        for (size_t shard : order) {
-            auto& map = im.shards[shard].counters;
-            for (auto it = map.begin(); it != map.end();) {
-                bool live = false;
-                for (const Impl::Check& c : checks) live = live || c.key == it->first;
-                size_t uid_end = it->first.find('\x1f');
-                const RequestClass* owner = nullptr;
-                uint64_t uid = std::stoull(it->first.substr(0, uid_end));
-                for (size_t k = 0; k < v->uids.size() && !owner; ++k)
-                    if (v->uids[k] == uid) owner = &v->classes[k];
-                if (!live && (!owner || Impl::idle(*owner, it->second, now))) {
-                    it = map.erase(it);
-                    --im.counter_count;
-                } else {
-                    ++it;
-                }
-            }
-        }
+        for (size_t shard : order) im.reclaim(im.shards[shard], *v, checks, now);
         if (im.counter_count.load() + fresh > im.options.max_counters) {
-            refused = true;
-            retry_known = false;
-            answer.refusal = Refusal::table_full;
+            const bool open = std::all_of(checks.begin(), checks.end(), [&](const Impl::Check& c) {
+                return c.exists || v->classes[c.cls].open_when_table_full;
+            });
+            if (open) {
+                answer.uncounted = true;
+            } else {
+                refused = true;
+                retry_known = false;
+                answer.refusal = Refusal::table_full;
+            }
         }
     }
 
@@ -409,6 +429,7 @@ Result<Answer> RequestLimiter::decide(const Query& query) {
     if (!refused) {
         for (Impl::Check& c : checks) {
             if (!c.admitted) continue;  // a class in shadow that would refuse: charges nothing
+            if (!c.exists && answer.uncounted) continue;
             auto& map = im.shards[c.shard].counters;
             Counter& counter = map[c.key];
             if (!c.exists) ++im.counter_count;

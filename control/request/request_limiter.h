@@ -24,8 +24,12 @@
 // State: per counter, what the core keeps for its algorithm (a GCRA TAT,
 // window counts, a sliding log), in `shards` hash maps, at most `max_counters`
 // in all. A counter whose state is back to "nothing admitted" is dropped by
-// the sweep, which changes no decision. When the table is full and nothing is
-// idle, a new counter's request is refused (reason table_full, counted).
+// the sweep, which changes no decision. When the table is full, a request
+// that needs a new counter first reclaims idle ones it finds in a bounded look
+// (kReclaimLook per shard it touches, resuming where the last look stopped:
+// a full table costs a request that much, not a scan); if none, it is refused
+// (reason table_full, counted), or admitted uncounted when every class it
+// needs a counter of is open when full (on_table_full = "open").
 #pragma once
 
 #include <array>
@@ -101,6 +105,9 @@ struct Answer {
     uint64_t policy_version = 0;
     // Keeps the version the class pointers above point into alive.
     std::shared_ptr<const void> pinned;
+    // Admitted without a counter for its new key (or keys): the table was
+    // full, none idle could make room, and every such class is open when full.
+    bool uncounted = false;
     // The class that refused (the first refused descriptor's) and that
     // counter's values ("tenant=acme,user=bob"), for metrics and hot keys.
     const RequestClass* refused_by = nullptr;

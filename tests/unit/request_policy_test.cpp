@@ -71,6 +71,7 @@ limit = { algorithm = "gcra", rate = 10, burst = 20 }
 cost = 2
 max_cost = 5
 shadow = true
+on_table_full = "open"
 
 [[request_class]]
 name = "acme"
@@ -142,6 +143,7 @@ TEST(RequestPolicy, AFullFileCompilesEveryTable) {
     EXPECT_EQ(user.cost, 2u);
     EXPECT_EQ(user.max_cost, 5u);
     EXPECT_TRUE(user.shadow);
+    EXPECT_TRUE(user.open_when_table_full);
     EXPECT_FALSE(user.fleet);
 
     const RequestClass& acme = compiled.requests[1];
@@ -198,6 +200,7 @@ TEST(RequestPolicy, DefaultsAndNoRequestTablesAtAll) {
     EXPECT_EQ(cls.cost, 1u);
     EXPECT_EQ(cls.max_cost, 1u);
     EXPECT_FALSE(cls.shadow);
+    EXPECT_FALSE(cls.open_when_table_full) << "closed, as before on_table_full was a key";
     EXPECT_FALSE(cls.fleet);
     EXPECT_TRUE(policy.compiled.request_domains.empty());  // a class needs no [[request_domain]]
 
@@ -251,7 +254,7 @@ TEST(RequestPolicy, EveryRefusalNamesLineColumnAndField) {
         {"[[request_class]]\ndomain = \"api\"\n", "p.toml:3:1: request_class #1: name is required"},
         {per_user("colour = 1\n"),
          "p.toml:8:1: request_class \"per-user\".colour: unknown key; allowed here: name, domain, descriptor, match, "
-         "limit, cost, max_cost, shadow, fleet"},
+         "limit, cost, max_cost, shadow, on_table_full, fleet"},
         {"[[request_class]]\nname = \"Per User\"\n",
          "p.toml:4:8: request_class \"Per User\".name: \"Per User\" is not a valid class name: use 1-63 characters "
          "of a-z, 0-9, _ and -, starting with a letter"},
@@ -328,6 +331,8 @@ TEST(RequestPolicy, EveryRefusalNamesLineColumnAndField) {
          "p.toml:8:12: request_class \"per-user\".max_cost: 101 exceeds the limit's limit 100 per window "
          "(request_class \"per-user\".limit.limit, p.toml:7:47)"},
         {per_user("shadow = \"yes\"\n"), "p.toml:8:10: request_class \"per-user\".shadow: expected true or false"},
+        {per_user("on_table_full = \"evict\"\n"),
+         "p.toml:8:17: request_class \"per-user\".on_table_full: expected one of \"closed\", \"open\""},
     };
     for (const Refusal& refusal : refusals) {
         SCOPED_TRACE(refusal.text);
@@ -534,6 +539,7 @@ TEST(RequestPolicy, TheCanonicalTextKeepsTheRequestTables) {
         EXPECT_EQ(x.cost, y.cost);
         EXPECT_EQ(x.max_cost, y.max_cost);
         EXPECT_EQ(x.shadow, y.shadow);
+        EXPECT_EQ(x.open_when_table_full, y.open_when_table_full);
         ASSERT_EQ(x.fleet.has_value(), y.fleet.has_value());
         if (x.fleet) {
             EXPECT_EQ(x.fleet->rate_per_s, y.fleet->rate_per_s);
